@@ -1,0 +1,153 @@
+"""Settings for hermes-admin, driven by environment variables.
+
+Environment (all optional):
+
+- ``HERMES_ADMIN_DATA``: the dashboard's own data folder (its database, backups,
+  trash, logs). Default: ``var/`` in the project.
+- ``HERMES_ROOTS``: Hermes roots to browse, separated by ``os.pathsep``. Unset: the
+  root of ``HERMES_HOME`` when set, else ``~/.hermes`` when it exists
+  (see ``sessions_app.stores.discovery``).
+- ``HERMES_ADMIN_SECRET_KEY``: Django secret key. Unset: one is generated once and
+  kept in ``<data>/secret_key``.
+- ``HERMES_ADMIN_DEBUG``: ``1`` for Django debug mode (development only).
+- ``HERMES_ADMIN_ALLOWED_HOSTS``: comma-separated host names (default
+  ``localhost,127.0.0.1,[::1]``).
+- ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
+DATA_DIR = Path(os.environ.get("HERMES_ADMIN_DATA") or BASE_DIR / "var").resolve()
+
+
+def _secret_key() -> str:
+    key = os.environ.get("HERMES_ADMIN_SECRET_KEY")
+    if key:
+        return key
+    # A generated key kept in the data folder, so sessions survive restarts
+    # without asking a first-time user to configure anything.
+    path = DATA_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("HERMES_ADMIN_DEBUG")
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("HERMES_ADMIN_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "sessions_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless a view opts out (only the login page does).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "hermes_admin.urls"
+WSGI_APPLICATION = "hermes_admin.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# The dashboard's own database. Hermes stores are never listed here: they are
+# registered at run time as read-only aliases by sessions_app.stores.
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": DATA_DIR / "hermes_admin.sqlite3",
+        "OPTIONS": {"init_command": "PRAGMA busy_timeout = 5000;", "transaction_mode": "IMMEDIATE"},
+    }
+}
+DATABASE_ROUTERS = ["sessions_app.routers.StoreRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.environ.get("HERMES_ADMIN_TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+# Serve straight from the finders so a fresh checkout needs no collectstatic.
+WHITENOISE_USE_FINDERS = True
+
+# Hermes roots: parsed here, resolved (HERMES_HOME, ~/.hermes) at discovery time.
+HERMES_ROOTS = [p for p in os.environ.get("HERMES_ROOTS", "").split(os.pathsep) if p.strip()]
+# Busy timeout (seconds) for read-only store connections; reference 2.8 uses 5 s.
+HERMES_READ_TIMEOUT = env_float("HERMES_ADMIN_READ_TIMEOUT", 5.0)
+# Wall-clock budget (seconds) for one overview probe query before it is reported partial.
+HERMES_QUERY_BUDGET = env_float("HERMES_ADMIN_QUERY_BUDGET", 3.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {"sessions_app": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,32 @@
+"""Forms: the sessions-list filters."""
+
+from django import forms
+
+from .stores.listing import Filters
+
+
+class SessionFilterForm(forms.Form):
+    """GET filters of the sessions list; choices are filled from the known stores."""
+
+    profile = forms.MultipleChoiceField(required=False)
+    source = forms.ChoiceField(required=False)
+    state = forms.ChoiceField(required=False, choices=[("", "open or ended"), ("open", "open"), ("ended", "ended")])
+    date_from = forms.DateField(required=False, label="active from", widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(required=False, label="active to", widget=forms.DateInput(attrs={"type": "date"}))
+    q = forms.CharField(required=False, max_length=200, label="id or title")
+
+    def __init__(self, *args, profiles=(), sources=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].choices = [(p, p) for p in profiles]
+        self.fields["source"].choices = [("", "any source")] + [(s, s) for s in sources]
+
+    def filters(self) -> Filters:
+        data = self.cleaned_data if self.is_valid() else {}
+        return Filters(
+            profiles=list(data.get("profile") or []),
+            source=data.get("source") or "",
+            state=data.get("state") or "",
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+            q=(data.get("q") or "").strip(),
+        )

@@ -1,0 +1,127 @@
+"""Read-only connections to Hermes stores: Django aliases and plain sqlite3.
+
+Ground rules 1, 5 and 7 (design.md) live here:
+
+- every connection opened by this module is ``file:…?mode=ro`` plus
+  ``PRAGMA query_only=1``; writes are the actions' business, not the browser's;
+- ``detect_types`` is 0: Django's converters would otherwise turn epoch floats in
+  a column declared ``timestamp`` into ``None`` (django-practice.md pitfall 5.1);
+- nothing here opens ``state.db``, ``-wal`` or ``-shm`` as a plain file.
+
+Note (observed with SQLite 3.40 on this machine): a ``mode=ro`` connection to a WAL
+store whose ``-wal``/``-shm`` do not exist creates them (SQLite needs the shared
+memory index to read a WAL database) and leaves them in place; this is SQLite's own
+doing, the same files a Hermes reader creates, never ours.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from django.conf import settings
+from django.db import connections
+
+from .discovery import Profile
+
+
+def ro_uri(db_path: Path) -> str:
+    """SQLite URI opening ``db_path`` read-only (percent-encoded, so any file name works)."""
+    return Path(db_path).absolute().as_uri() + "?mode=ro"
+
+
+def alias_settings(profile: Profile) -> dict:
+    """A complete Django DATABASES entry for a store's read-only alias.
+
+    Complete because Django only fills defaults when the handler is first
+    configured; a partial dict added later fails with ``KeyError: 'TIME_ZONE'``
+    (django-practice.md 2a). ``MIGRATE: False`` and the router keep migrations away.
+    """
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": ro_uri(profile.db_path),
+        "OPTIONS": {
+            "detect_types": 0,
+            "timeout": settings.HERMES_READ_TIMEOUT,
+            "init_command": "PRAGMA query_only=1",
+        },
+        "ATOMIC_REQUESTS": False,
+        "AUTOCOMMIT": True,
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": False,
+        "TIME_ZONE": None,
+        "USER": "",
+        "PASSWORD": "",
+        "HOST": "",
+        "PORT": "",
+        "TEST": {"CHARSET": None, "COLLATION": None, "MIGRATE": False, "MIRROR": None, "NAME": None},
+    }
+
+
+def ensure_alias(profile: Profile) -> str:
+    """Register the read-only alias of ``profile`` (idempotent); returns the alias."""
+    alias = profile.alias
+    if alias not in connections.settings:
+        connections.settings[alias] = alias_settings(profile)
+    return alias
+
+
+@contextmanager
+def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = None) -> Iterator[sqlite3.Connection]:
+    """A plain read-only sqlite3 connection, closed on exit.
+
+    ``timeout`` is the busy timeout in seconds (default: settings.HERMES_READ_TIMEOUT).
+    ``budget``, when given, aborts any statement still running after that many
+    seconds with ``sqlite3.OperationalError('interrupted')`` (Datasette's
+    ``sqlite_timelimit`` idea), so one huge store cannot hang a page.
+    Raises ``sqlite3.Error`` subclasses from SQLite unchanged.
+    """
+    timeout = settings.HERMES_READ_TIMEOUT if timeout is None else timeout
+    conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA query_only=1")
+        if budget is not None:
+            deadline = time.monotonic() + budget
+            conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20_000)
+        yield conn
+    finally:
+        conn.close()
+
+
+def sqlite_cause(exc: BaseException) -> BaseException:
+    """The underlying sqlite3 exception of a Django-wrapped database error."""
+    while not isinstance(exc, sqlite3.Error) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def classify_error(exc: BaseException) -> tuple[str, str]:
+    """Map a SQLite error to a store status and a reason an admin can act on.
+
+    Returns ``(status, reason)`` with status one of ``busy``, ``corrupt``,
+    ``unreadable``. Classification follows SQLite's extended error names where
+    Python exposes them (3.11+), else the message text, in the spirit of upstream
+    ``classify_persistence_error`` (reference 7.1).
+    """
+    exc = sqlite_cause(exc)
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc)
+    low = text.lower()
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low or "busy" in low:
+        return "busy", f"store is locked by another process; retry later ({text})"
+    if "malformed database schema" in low:
+        return "corrupt", f"SQLite refuses the schema: {text}"
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in low:
+        return "corrupt", f"structural damage: {text}"
+    if name == "SQLITE_NOTADB" or "not a database" in low:
+        return "unreadable", "file is not an SQLite database"
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in low:
+        return "unreadable", f"cannot open the file ({text})"
+    if name.startswith(("SQLITE_PERM", "SQLITE_AUTH")):
+        return "unreadable", f"permission denied ({text})"
+    if low == "interrupted":
+        return "busy", "query ran past its time budget; retry later"
+    return "unreadable", text or exc.__class__.__name__

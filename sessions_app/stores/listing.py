@@ -1,0 +1,202 @@
+"""The sessions list across every profile: filters, keyset pagination, capped counts.
+
+Sorted by last activity, newest first; ties broken by profile key then session id,
+so the order is total and a cursor ``(activity, profile key, session id)`` names an
+exact position. Each store is asked for at most ``limit + 1`` rows past the cursor
+(never an OFFSET scan) and the pages are merged in Python. Counts stop at
+``COUNT_CAP`` per store, as Datasette does for big tables.
+
+Last activity is ``COALESCE(last_activity_at, started_at)`` where the store has
+``last_activity_at`` (upstream's own recency key, reference 3.1); older stores use
+their newest message's timestamp, falling back to ``started_at``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError
+from django.db.models import F, FloatField, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+
+from ..models import AgentMessage, AgentSession
+from .connection import classify_error
+from .store import Store
+
+COUNT_CAP = 10_000
+LIST_COLUMNS = (
+    "id", "source", "title", "started_at", "ended_at", "end_reason", "message_count",
+    "parent_session_id", "model", "profile_name", "session_key",
+)
+
+
+@dataclass
+class Filters:
+    """What the list is narrowed to. Dates are inclusive UTC days on last activity."""
+
+    profiles: list[str] = field(default_factory=list)  # profile keys; empty = all
+    source: str = ""
+    state: str = ""  # "", "open", "ended"
+    date_from: dt.date | None = None
+    date_to: dt.date | None = None
+    q: str = ""
+
+
+@dataclass
+class Page:
+    """One page of rows plus navigation cursors and per-store problems.
+
+    ``rows`` are dicts of LIST_COLUMNS plus ``activity`` (epoch seconds), ``profile``
+    (key). ``next_cursor``/``prev_cursor`` are ``(activity, key, id)`` tuples or None.
+    ``count`` is the total matching rows, ``count_capped`` True when some store hit
+    COUNT_CAP (the total is then a lower bound). ``errors`` maps profile key to
+    ``(status, reason)`` for stores that could not be read.
+    """
+
+    rows: list[dict]
+    next_cursor: tuple | None
+    prev_cursor: tuple | None
+    count: int
+    count_capped: bool
+    errors: dict[str, tuple[str, str]]
+
+
+def _epoch(day: dt.date, end: bool = False) -> float:
+    moment = dt.datetime.combine(day, dt.time.max if end else dt.time.min, tzinfo=dt.timezone.utc)
+    return moment.timestamp()
+
+
+def _activity(store: Store, caps):
+    if caps.has("sessions", "last_activity_at"):
+        return Coalesce(F("last_activity_at"), F("started_at"), output_field=FloatField())
+    newest = (
+        AgentMessage.objects.using(store.alias)
+        .filter(session_id=OuterRef("pk"))
+        .order_by()
+        .values("session_id")
+        .annotate(m=Max("timestamp"))
+        .values("m")
+    )
+    return Coalesce(Subquery(newest, output_field=FloatField()), F("started_at"), output_field=FloatField())
+
+
+def filtered(store: Store, caps, filters: Filters):
+    """The store's sessions queryset with filters applied and ``activity`` annotated."""
+    qs = AgentSession.objects.for_store(store, caps).annotate(activity=_activity(store, caps))
+    if filters.source:
+        qs = qs.filter(source=filters.source)
+    if filters.state == "open":
+        qs = qs.filter(ended_at__isnull=True)
+    elif filters.state == "ended":
+        qs = qs.filter(ended_at__isnull=False)
+    if filters.date_from:
+        qs = qs.filter(activity__gte=_epoch(filters.date_from))
+    if filters.date_to:
+        qs = qs.filter(activity__lte=_epoch(filters.date_to, end=True))
+    if filters.q:
+        match = Q(id__contains=filters.q)
+        if caps.has("sessions", "title"):
+            match |= Q(title__icontains=filters.q)
+        qs = qs.filter(match)
+    return qs
+
+
+def _after(qs, key: str, cursor: tuple):
+    """Rows strictly after ``cursor`` in (activity DESC, key DESC, id DESC) order."""
+    activity, ckey, cid = cursor
+    if key < ckey:
+        return qs.filter(activity__lte=activity)
+    if key == ckey:
+        return qs.filter(Q(activity__lt=activity) | Q(activity=activity, id__lt=cid))
+    return qs.filter(activity__lt=activity)
+
+
+def _before(qs, key: str, cursor: tuple):
+    """Rows strictly before ``cursor`` in that order (for the previous page)."""
+    activity, ckey, cid = cursor
+    if key > ckey:
+        return qs.filter(activity__gte=activity)
+    if key == ckey:
+        return qs.filter(Q(activity__gt=activity) | Q(activity=activity, id__gt=cid))
+    return qs.filter(activity__gt=activity)
+
+
+def _sort_key(row: dict):
+    return (row["activity"] if row["activity"] is not None else float("-inf"), row["profile"], row["id"])
+
+
+def list_sessions(
+    stores: list[Store],
+    filters: Filters,
+    limit: int = 50,
+    after: tuple | None = None,
+    before: tuple | None = None,
+) -> Page:
+    """One page of sessions across ``stores``; see the module docstring for order."""
+    rows: list[dict] = []
+    count = 0
+    capped = False
+    errors: dict[str, tuple[str, str]] = {}
+    for store in stores:
+        if filters.profiles and store.key not in filters.profiles:
+            continue
+        status = store.preflight()
+        if status is not None:
+            if status.status != "missing":
+                errors[store.key] = (status.status, status.reason)
+            continue
+        try:
+            with store.read() as conn:
+                caps = store.capabilities(conn)
+            if caps.missing_required():
+                errors[store.key] = ("unreadable", "not a Hermes session store")
+                continue
+            qs = filtered(store, caps, filters)
+            n = qs.order_by()[: COUNT_CAP + 1].count()
+            capped |= n > COUNT_CAP
+            count += min(n, COUNT_CAP)
+            columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
+            if before is not None:
+                page = _before(qs, store.key, before).order_by("activity", "id")
+            else:
+                page = qs if after is None else _after(qs, store.key, after)
+                page = page.order_by("-activity", "-id")
+            for row in page.values(*columns, "activity")[: limit + 1]:
+                row["profile"] = store.key
+                row["parent_session_id"] = row.get("parent_session_id")
+                rows.append(row)
+        except (DatabaseError, sqlite3.Error) as exc:
+            errors[store.key] = classify_error(exc)
+    if before is not None:
+        rows.sort(key=_sort_key)
+        has_more = len(rows) > limit
+        rows = list(reversed(rows[:limit]))
+        prev_cursor = _cursor(rows[0]) if has_more and rows else None
+        next_cursor = _cursor(rows[-1]) if rows else None
+    else:
+        rows.sort(key=_sort_key, reverse=True)
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = _cursor(rows[-1]) if has_more and rows else None
+        prev_cursor = _cursor(rows[0]) if after is not None and rows else None
+    return Page(rows, next_cursor, prev_cursor, count, capped, errors)
+
+
+def _cursor(row: dict) -> tuple:
+    return (row["activity"], row["profile"], row["id"])
+
+
+def distinct_sources(stores: list[Store]) -> list[str]:
+    """Every ``source`` value across readable stores, sorted (uses idx_sessions_source)."""
+    found: set[str] = set()
+    for store in stores:
+        if store.preflight() is not None:
+            continue
+        try:
+            with store.read() as conn:
+                found.update(r[0] for r in conn.execute("SELECT DISTINCT source FROM sessions") if r[0])
+        except sqlite3.Error:
+            continue
+    return sorted(found)

@@ -1,0 +1,188 @@
+"""One profile's store: status probe, capabilities, read access.
+
+The probe is what the overview shows and what every page checks before reading:
+``ok``, ``missing`` (profile has no ``state.db`` yet), ``busy``, ``unreadable`` or
+``corrupt``, each with a reason (ground rule 9). Errors are logged once per store
+and status change, not once per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from .connection import classify_error, ensure_alias, open_ro
+from .discovery import Profile
+from .schema import Capabilities, read_capabilities
+
+log = logging.getLogger("sessions_app.stores")
+
+_logged: dict[str, tuple[str, str]] = {}
+_logged_lock = threading.Lock()
+_caps_cache: dict[str, tuple[tuple, Capabilities]] = {}
+
+
+def _log_once(path: Path, status: str, reason: str) -> None:
+    """Log a store problem once per (store, status, reason) change."""
+    key = str(path)
+    with _logged_lock:
+        if _logged.get(key) == (status, reason):
+            return
+        _logged[key] = (status, reason)
+    if status == "ok":
+        log.info("store %s is readable again", key)
+    else:
+        log.warning("store %s is %s: %s", key, status, reason)
+
+
+@dataclass
+class StoreStatus:
+    """What the overview shows for one store.
+
+    Sizes are bytes; ``last_activity`` is epoch seconds (float) or None.
+    ``messages_exact`` is False when the message count ran past the query budget
+    and ``messages`` is the highest message id instead (an upper bound).
+    """
+
+    status: str
+    reason: str = ""
+    schema_version: int | None = None
+    newer_than_known: bool = False
+    journal_mode: str | None = None
+    file_size: int | None = None
+    wal_size: int | None = None
+    sessions: int | None = None
+    messages: int | None = None
+    messages_exact: bool = True
+    last_activity: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _stat_size(path: Path) -> int | None:
+    # os.stat opens no descriptor, so it cannot drop SQLite's POSIX locks (rule 5).
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+class Store:
+    """Read access to one profile's ``state.db``."""
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+
+    def __repr__(self) -> str:
+        return f"<Store {self.profile.key} {self.profile.db_path}>"
+
+    @property
+    def key(self) -> str:
+        return self.profile.key
+
+    @property
+    def path(self) -> Path:
+        return self.profile.db_path
+
+    @property
+    def alias(self) -> str:
+        """The Django alias (registered on first use) for ORM reads of this store."""
+        return ensure_alias(self.profile)
+
+    def read(self, budget: float | None = None):
+        """Context manager yielding a plain read-only sqlite3 connection."""
+        return open_ro(self.path, budget=budget)
+
+    def capabilities(self, conn: sqlite3.Connection) -> Capabilities:
+        """Capabilities, re-read only when SQLite's schema cookie or the file changes."""
+        cookie = conn.execute("PRAGMA schema_version").fetchone()[0]
+        try:
+            st = self.path.stat()
+            ident = (cookie, st.st_ino, st.st_dev)
+        except OSError:
+            ident = (cookie, None, None)
+        cached = _caps_cache.get(str(self.path))
+        if cached and cached[0] == ident:
+            return cached[1]
+        caps = read_capabilities(conn)
+        _caps_cache[str(self.path)] = (ident, caps)
+        return caps
+
+    def preflight(self) -> StoreStatus | None:
+        """File-level problems found without opening SQLite, or None when it may open."""
+        path = self.path
+        if not path.exists():
+            if path.is_symlink():
+                return StoreStatus("unreadable", "state.db is a dangling symlink")
+            return StoreStatus("missing", "this profile has no state.db yet")
+        if path.is_dir():
+            return StoreStatus("unreadable", "state.db is a directory, not a file")
+        size = _stat_size(path)
+        if size == 0:
+            return StoreStatus("unreadable", "state.db is empty (0 bytes)", file_size=0)
+        if not os.access(path, os.R_OK):
+            return StoreStatus("unreadable", "permission denied: the dashboard's user cannot read state.db", file_size=size)
+        return None
+
+    def probe(self) -> StoreStatus:
+        """Status, schema facts and headline counts; never raises for store problems."""
+        status = self.preflight()
+        if status is not None:
+            if status.status != "missing":
+                _log_once(self.path, status.status, status.reason)
+            return status
+        status = StoreStatus("ok", file_size=_stat_size(self.path), wal_size=_stat_size(Path(f"{self.path}-wal")))
+        try:
+            with self.read(budget=settings.HERMES_QUERY_BUDGET) as conn:
+                caps = self.capabilities(conn)
+                status.schema_version = caps.schema_version
+                status.newer_than_known = caps.newer_than_known
+                status.journal_mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                missing = caps.missing_required()
+                if missing:
+                    status.status = "unreadable"
+                    status.reason = "not a Hermes session store (lacks " + ", ".join(missing) + ")"
+                else:
+                    self._counts(conn, caps, status)
+        except sqlite3.Error as exc:
+            status.status, status.reason = classify_error(exc)
+        if status.newer_than_known and status.ok:
+            status.notes.append(
+                f"schema {status.schema_version} is newer than this dashboard knows; browsing uses the columns present"
+            )
+        _log_once(self.path, status.status, status.reason)
+        return status
+
+    def _counts(self, conn: sqlite3.Connection, caps: Capabilities, status: StoreStatus) -> None:
+        status.sessions = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
+        try:
+            status.messages = conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if str(exc) != "interrupted":
+                raise
+            # Past the budget on a huge store: the highest id bounds the count.
+            conn.set_progress_handler(None, 0)
+            status.messages = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0] or 0
+            status.messages_exact = False
+        activity = "COALESCE(last_activity_at, started_at)" if caps.has("sessions", "last_activity_at") else "started_at"
+        candidates = [
+            conn.execute(f"SELECT MAX({activity}) FROM sessions").fetchone()[0],
+            # The newest message row by id (rule 10: id order, not timestamps).
+            conn.execute("SELECT timestamp FROM messages ORDER BY id DESC LIMIT 1").fetchone(),
+        ]
+        values = []
+        for value in candidates:
+            if isinstance(value, tuple):
+                value = value[0] if value else None
+            if isinstance(value, (int, float)):
+                values.append(float(value))
+        status.last_activity = max(values) if values else None

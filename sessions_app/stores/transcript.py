@@ -1,0 +1,311 @@
+"""Transcript pages: messages of one session by id, keyset-paginated.
+
+Rules mirrored from upstream (reference 3.2, 8.4):
+
+- order is ``messages.id``, never ``timestamp`` (ground rule 10);
+- ``active = 0`` rows are hidden unless asked for; ``compacted = 1`` marks rows
+  archived by in-place compaction, ``compacted = 0`` rows rewound by /undo; an
+  ``active IS NULL`` row counts as active (upstream heals it to 1 on open);
+- content starting with ``"\\x00json:"`` is structured (list/dict) content;
+- a tool row answers the tool call whose ``id`` or ``call_id`` equals its
+  ``tool_call_id``.
+
+Every page query is ``WHERE session_id = ? AND id > ? ORDER BY id LIMIT n``, which
+the store's ``(session_id, id)`` index answers without touching the rest of the
+session, so page 3,000 of a 300,000-message session costs what page 1 does. Large
+text columns are cut to ``TEXT_LIMIT`` characters inside SQLite, so a
+multi-megabyte tool output never reaches Python on a page view.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+
+JSON_PREFIX = "\x00json:"
+TEXT_LIMIT = 20_000
+COUNT_CAP = 10_000
+RESULT_WINDOW = 500  # rows after a page searched for the answers to its tool calls
+MESSAGE_COLUMNS = (
+    "id", "role", "tool_call_id", "tool_calls", "tool_name", "timestamp", "token_count",
+    "finish_reason", "platform_message_id", "active", "compacted", "_compressed_summary",
+    "display_kind", "observed",
+)
+LONG_COLUMNS = ("content", "reasoning", "reasoning_content")
+
+
+def decode_content(raw) -> tuple[str, object | None]:
+    """Split stored content into ``(text, structured)``.
+
+    ``structured`` is the decoded JSON value for ``\\x00json:`` content, else None
+    (and for a prefix whose JSON does not parse: a truncated page copy, say).
+    ``text`` is the plain text to show: the content itself, or the text parts of
+    structured content joined by blank lines.
+    """
+    if raw is None:
+        return "", None
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if not isinstance(raw, str):
+        return str(raw), None
+    if not raw.startswith(JSON_PREFIX):
+        return raw, None
+    try:
+        value = json.loads(raw[len(JSON_PREFIX):])
+    except ValueError:
+        return raw[len(JSON_PREFIX):], None
+    return structured_text(value), value
+
+
+def structured_text(value) -> str:
+    """Readable text of structured content: text parts kept, other parts summarised."""
+    parts = value if isinstance(value, list) else [value]
+    out = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict):
+            kind = part.get("type", "part")
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+            elif kind in ("image_url", "image", "input_image"):
+                url = part.get("image_url")
+                url = url.get("url") if isinstance(url, dict) else url
+                label = str(url or "")
+                if label.startswith("data:"):
+                    label = label.split(",", 1)[0] + f",… ({len(str(url))} chars)"
+                out.append(f"[{kind}: {label[:200]}]")
+            else:
+                out.append(f"[{kind}]")
+        else:
+            out.append(json.dumps(part, ensure_ascii=False))
+    return "\n\n".join(out)
+
+
+def parse_tool_calls(raw) -> list[dict]:
+    """Tool calls as ``[{"id", "name", "arguments"}]``; unparseable JSON reads as ``[]``
+    (as upstream does). ``id`` prefers ``call_id`` when both exist (Codex entries)."""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return []
+    calls = []
+    for entry in value if isinstance(value, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        fn = entry.get("function") if isinstance(entry.get("function"), dict) else {}
+        args = fn.get("arguments", entry.get("arguments", ""))
+        if not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        else:
+            try:
+                args = json.dumps(json.loads(args), ensure_ascii=False, indent=2)
+            except ValueError:
+                pass
+        ids = [i for i in (entry.get("id"), entry.get("call_id")) if isinstance(i, str) and i]
+        calls.append({"id": ids[0] if ids else "", "ids": ids, "name": fn.get("name") or entry.get("name") or "?", "arguments": args})
+    return calls
+
+
+@dataclass
+class Message:
+    """One displayed row. Long texts are cut at TEXT_LIMIT characters; ``*_length`` is
+    the full stored length in characters."""
+
+    row: dict
+    text: str = ""
+    structured: object | None = None
+    content_length: int = 0
+    tool_calls: list[dict] = field(default_factory=list)
+    results: dict[str, "Message"] = field(default_factory=dict)  # call id -> tool row
+    nested: bool = False  # rendered under its call rather than on its own
+
+    def __getattr__(self, name):
+        try:
+            return self.row[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def compressed_summary(self) -> bool:
+        return self.row.get("_compressed_summary") == 1
+
+    @property
+    def truncated(self) -> bool:
+        return self.content_length > TEXT_LIMIT
+
+    @property
+    def state(self) -> str:
+        """``active``, ``compacted`` (archived by compaction) or ``rewound``."""
+        if self.row.get("active") in (None, 1):
+            return "active"
+        return "compacted" if self.row.get("compacted") == 1 else "rewound"
+
+
+@dataclass
+class TranscriptPage:
+    messages: list[Message]
+    first_id: int | None
+    last_id: int | None
+    has_prev: bool
+    has_next: bool
+    total: int  # rows matching the visibility filter, counted up to COUNT_CAP + 1
+    total_capped: bool = False
+
+
+class Transcript:
+    """Reads one session's messages over an open read-only connection.
+
+    ``columns`` is the set of ``messages`` columns the store has (ground rule 8).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, columns, session_id: str, include_inactive: bool = False):
+        self.conn = conn
+        self.present = set(columns)
+        self.session_id = session_id
+        self.visible = "" if include_inactive or "active" not in self.present else " AND (active IS NULL OR active != 0)"
+
+    def _select(self, limit_text: bool = True) -> str:
+        cols = [c if c in self.present else f"NULL AS {c}" for c in MESSAGE_COLUMNS]
+        for c in LONG_COLUMNS:
+            if c not in self.present:
+                cols += [f"NULL AS {c}", f"0 AS {c}_length"]
+            elif limit_text:
+                cols += [f"substr({c}, 1, {TEXT_LIMIT + 1}) AS {c}", f"length({c}) AS {c}_length"]
+            else:
+                cols += [c, f"length({c}) AS {c}_length"]
+        return ", ".join(cols)
+
+    def _query(self, where: str, params: tuple, order: str, limit: int) -> list[dict]:
+        sql = (
+            f"SELECT {self._select()} FROM messages WHERE session_id = ?{self.visible} {where} "
+            f"ORDER BY id {order} LIMIT ?"
+        )
+        cur = self.conn.execute(sql, (self.session_id, *params, limit))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def count(self) -> int:
+        """Visible rows, counted up to COUNT_CAP + 1 so a huge session costs no more."""
+        return self.conn.execute(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE session_id = ?{self.visible} LIMIT ?)",
+            (self.session_id, COUNT_CAP + 1),
+        ).fetchone()[0]
+
+    def page(self, size: int = 100, after: int | None = None, before: int | None = None, at: int | None = None) -> TranscriptPage:
+        """A page of ``size`` rows: from the start, after/before an id, or starting at
+        the page that holds ``at``; ``before=-1`` means the last page."""
+        if at is not None:
+            rows = self._query("AND id >= ?", (at,), "ASC", size + 1)
+        elif before is not None:
+            where, params = ("", ()) if before < 0 else ("AND id < ?", (before,))
+            rows = list(reversed(self._query(where, params, "DESC", size + 1)))
+            extra = len(rows) > size
+            rows = rows[1:] if extra else rows
+            return self._finish(rows, has_prev=extra, has_next=before >= 0)
+        else:
+            rows = self._query("AND id > ?", (after if after is not None else -1,), "ASC", size + 1)
+        has_next = len(rows) > size
+        rows = rows[:size]
+        has_prev = bool(rows) and self._exists_before(rows[0]["id"])
+        return self._finish(rows, has_prev=has_prev, has_next=has_next)
+
+    def _exists_before(self, msg_id: int) -> bool:
+        return bool(self._query("AND id < ?", (msg_id,), "DESC", 1))
+
+    def _finish(self, rows: list[dict], has_prev: bool, has_next: bool) -> TranscriptPage:
+        messages = [self._message(r) for r in rows]
+        self._pair_tools(messages)
+        total = self.count()
+        return TranscriptPage(
+            messages=messages,
+            first_id=messages[0].id if messages else None,
+            last_id=messages[-1].id if messages else None,
+            has_prev=has_prev,
+            has_next=has_next,
+            total=min(total, COUNT_CAP),
+            total_capped=total > COUNT_CAP,
+        )
+
+    @staticmethod
+    def _message(row: dict) -> Message:
+        text, structured = decode_content(row.get("content"))
+        msg = Message(row=row, text=text, structured=structured, content_length=row.get("content_length") or 0)
+        if row.get("role") == "assistant":
+            msg.tool_calls = parse_tool_calls(row.get("tool_calls"))
+        return msg
+
+    def _pair_tools(self, messages: list[Message]) -> None:
+        """Attach each tool result to the call it answers.
+
+        Results on this page are nested under their call; results on a later page
+        are fetched with one bounded query so every call on the page shows its answer.
+        """
+        by_call: dict[str, Message] = {}
+        for msg in messages:
+            for call in msg.tool_calls:
+                for cid in call["ids"]:
+                    by_call.setdefault(cid, msg)
+        if not by_call:
+            return
+        for msg in messages:
+            if msg.role == "tool" and msg.tool_call_id in by_call and by_call[msg.tool_call_id].id < msg.id:
+                owner = by_call[msg.tool_call_id]
+                owner.results.setdefault(msg.tool_call_id, msg)
+                msg.nested = True
+        pending = [cid for cid, owner in by_call.items() if cid not in owner.results]
+        if pending and "tool_call_id" in self.present:
+            self._fetch_results(by_call, pending, messages[-1].id)
+        for msg in messages:
+            for call in msg.tool_calls:
+                call["result"] = next((msg.results[i] for i in call["ids"] if i in msg.results), None)
+
+    def _fetch_results(self, by_call: dict[str, Message], pending: list[str], last_id: int) -> None:
+        """Results of ``pending`` calls among the RESULT_WINDOW rows after the page.
+
+        The window keeps an unanswered call from scanning the rest of a huge session.
+        """
+        marks = ",".join("?" * len(pending))
+        window = "AND id IN (SELECT id FROM messages WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?)"
+        rows = self._query(
+            f"{window} AND role = 'tool' AND tool_call_id IN ({marks})",
+            (self.session_id, last_id, RESULT_WINDOW, *pending),
+            "ASC",
+            len(pending) * 2,
+        )
+        for row in rows:
+            result = self._message(row)
+            owner = by_call.get(result.tool_call_id)
+            if owner is not None and owner.id < result.id:
+                owner.results.setdefault(result.tool_call_id, result)
+
+    def message(self, msg_id: int) -> dict | None:
+        """One row with full-length texts (for the raw view), or None."""
+        sql = f"SELECT {self._select(limit_text=False)} FROM messages WHERE session_id = ? AND id = ?"
+        cur = self.conn.execute(sql, (self.session_id, msg_id))
+        row = cur.fetchone()
+        return dict(zip([d[0] for d in cur.description], row)) if row else None
+
+    def iter_rows(self, chunk: int = 200):
+        """Every visible row with full texts, in id order, ``chunk`` rows per query.
+
+        Each chunk is its own short statement (no read snapshot held across the
+        export), and at most ``chunk`` rows are in memory at once.
+        """
+        last = -1
+        sql = (
+            f"SELECT {self._select(limit_text=False)} FROM messages WHERE session_id = ?{self.visible} "
+            "AND id > ? ORDER BY id LIMIT ?"
+        )
+        while True:
+            cur = self.conn.execute(sql, (self.session_id, last, chunk))
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield dict(zip(names, r))
+            last = rows[-1][0]

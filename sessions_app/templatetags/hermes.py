@@ -1,0 +1,44 @@
+"""Template filters for store values (epoch seconds, JSON)."""
+
+import datetime as dt
+import json
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def epoch(value):
+    """Epoch seconds (float) as ``YYYY-MM-DD HH:MM:SS`` UTC; other values as they are."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "—" if value is None else value
+    try:
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return value
+
+
+@register.filter
+def pretty_json(value):
+    """Indented JSON for a JSON string or value; unparseable text is returned as is."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+@register.filter
+def get_item(mapping, key):
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.filter
+def dash(value):
+    """``—`` for None or empty values."""
+    return "—" if value in (None, "") else value

@@ -1,0 +1,25 @@
+"""Profiles overview and the per-profile page."""
+
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from ..stores import registry
+from .common import render_store_error, store_view
+
+
+@require_GET
+def overview(request):
+    """Every profile of every root with its store status; rescans on each load."""
+    found = registry.scan()
+    rows = [(store, store.probe()) for store in registry.stores()]
+    return render(request, "sessions/overview.html", {"discovery": found, "rows": rows})
+
+
+@require_GET
+@store_view
+def profile_detail(request, store):
+    """One profile: its store's facts, or its error page when it cannot be read."""
+    status = store.probe()
+    if not status.ok:
+        return render_store_error(request, store, status)
+    return render(request, "sessions/profile.html", {"store": store, "status": status})

@@ -1,0 +1,193 @@
+"""Sessions list (all profiles), session page, raw message, export."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib import messages as flash
+from django.core import signing
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from ..forms import SessionFilterForm
+from ..models import AgentSession, SessionModelUsage
+from ..stores import export, registry
+from ..stores.lineage import Lineage
+from ..stores.listing import COUNT_CAP, distinct_sources, list_sessions
+from ..stores.transcript import Transcript
+from .common import store_view
+
+CURSOR_SALT = "sessions-list-cursor"
+PAGE_SIZES = (25, 50, 100, 200)
+TRANSCRIPT_SIZES = (50, 100, 200, 500)
+
+
+def _int(value, default=None):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _cursor(request, name):
+    raw = request.GET.get(name)
+    if not raw:
+        return None
+    try:
+        value = signing.loads(raw, salt=CURSOR_SALT)
+        return (float(value[0]), str(value[1]), str(value[2]))
+    except (signing.BadSignature, TypeError, ValueError, IndexError):
+        flash.warning(request, "That page link is no longer valid; showing the first page.")
+        return None
+
+
+def _query_without(request, *names) -> str:
+    params = request.GET.copy()
+    for name in names:
+        params.pop(name, None)
+    return params.urlencode()
+
+
+@require_GET
+def session_list(request):
+    """Sessions of every profile, newest activity first, keyset-paginated."""
+    stores = registry.stores()
+    form = SessionFilterForm(
+        request.GET or None, profiles=[s.key for s in stores], sources=distinct_sources(stores)
+    )
+    filters = form.filters()
+    limit = _int(request.GET.get("size"), 50)
+    limit = limit if limit in PAGE_SIZES else 50
+    page = list_sessions(
+        stores, filters, limit=limit, after=_cursor(request, "after"), before=_cursor(request, "before")
+    )
+    base = _query_without(request, "after", "before")
+    context = {
+        "form": form,
+        "page": page,
+        "count_cap": COUNT_CAP,
+        "base_query": base,
+        "next_token": signing.dumps(list(page.next_cursor), salt=CURSOR_SALT) if page.next_cursor else None,
+        "prev_token": signing.dumps(list(page.prev_cursor), salt=CURSOR_SALT) if page.prev_cursor else None,
+    }
+    template = "sessions/list.html#session-table" if request.htmx else "sessions/list.html"
+    return render(request, template, context)
+
+
+def _session_row(store, caps, session_id):
+    present = [f.column for f in AgentSession._meta.concrete_fields if caps.has("sessions", f.column)]
+    names = [f.attname for f in AgentSession._meta.concrete_fields if caps.has("sessions", f.column)]
+    row = AgentSession.objects.for_store(store, caps).filter(pk=session_id).values(*names).first()
+    if row is None:
+        return None
+    # Keep the store's own column names (parent_id -> parent_session_id).
+    return {col: row[name] for col, name in zip(present, names)}
+
+
+METADATA_HIDDEN = {"system_prompt", "model_config", "origin_json", "tool_names"}
+USAGE_COLUMNS = (
+    "api_call_count", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "reasoning_tokens", "estimated_cost_usd", "actual_cost_usd", "cost_status",
+)
+
+
+@require_GET
+@store_view
+def session_detail(request, store, session_id):
+    """Metadata, usage, lineage and one page of the transcript."""
+    include_inactive = request.GET.get("inactive") == "1"
+    size = _int(request.GET.get("size"), 100)
+    size = size if size in TRANSCRIPT_SIZES else 100
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+        session = _session_row(store, caps, session_id)
+        transcript = Transcript(conn, caps.columns("messages"), session_id, include_inactive)
+        lineage = Lineage(conn, caps.columns("sessions"))
+        if session is None:
+            # Messages may outlive their session row (FK orphans); show them, marked.
+            if not transcript.page(size=1).messages:
+                raise Http404("No such session in this profile")
+        page = transcript.page(
+            size=size,
+            after=_int(request.GET.get("after")),
+            before=_int(request.GET.get("before")),
+            at=_int(request.GET.get("at")),
+        )
+        parent = lineage.parent(session) if session else None
+        children = lineage.children(session_id) if session else []
+        chain = lineage.chain(session_id) if session else []
+        system_prompt = None
+        if session:
+            system_prompt = session.get("system_prompt")
+            if not system_prompt and session.get("system_prompt_hash") and caps.has_table("system_prompts"):
+                found = conn.execute("SELECT prompt FROM system_prompts WHERE hash = ?", (session["system_prompt_hash"],)).fetchone()
+                system_prompt = found[0] if found else None
+    usage_rows = []
+    if caps.has_table("session_model_usage"):
+        usage_rows = list(SessionModelUsage.objects.for_store(store, caps).filter(session_id=session_id).values())
+    metadata = [(k, v) for k, v in (session or {}).items() if k not in METADATA_HIDDEN and k not in USAGE_COLUMNS]
+    usage = [(k, session.get(k)) for k in USAGE_COLUMNS if session and k in session]
+    nav = _query_without(request, "after", "before", "at")
+    context = {
+        "store": store,
+        "session_id": session_id,
+        "session": session,
+        "metadata": metadata,
+        "usage": usage,
+        "usage_rows": usage_rows,
+        "model_config": (session or {}).get("model_config"),
+        "system_prompt": system_prompt,
+        "parent": parent,
+        "children": children,
+        "chain": chain if len(chain) > 1 else [],
+        "page": page,
+        "include_inactive": include_inactive,
+        "has_active_column": caps.has("messages", "active"),
+        "nav_query": nav,
+    }
+    return render(request, "sessions/detail.html", context)
+
+
+@require_GET
+@store_view
+def message_raw(request, store, session_id, message_id):
+    """One message's full content as plain text (long tool outputs are cut on pages)."""
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+        row = Transcript(conn, caps.columns("messages"), session_id, include_inactive=True).message(message_id)
+    if row is None:
+        raise Http404("No such message")
+    field = request.GET.get("field", "content")
+    if field not in ("content", "reasoning", "reasoning_content"):
+        raise Http404("No such field")
+    response = HttpResponse(row.get(field) or "", content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = "inline"
+    return response
+
+
+def _safe_filename(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:120] or "session"
+
+
+@require_GET
+@store_view
+def session_export(request, store, session_id, fmt):
+    """Stream the session (``?lineage=1``: its whole compression chain) as JSONL or Markdown."""
+    if fmt not in ("jsonl", "md"):
+        raise Http404("Unknown export format")
+    lineage = request.GET.get("lineage") == "1"
+    include_inactive = request.GET.get("inactive") == "1"
+    with store.read() as conn:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise Http404("No such session in this profile")
+    if fmt == "jsonl":
+        body = export.jsonl(store, session_id, lineage, include_inactive)
+        content_type, ext = "application/x-ndjson; charset=utf-8", "jsonl"
+    else:
+        body = export.markdown(store, session_id, lineage, include_inactive)
+        content_type, ext = "text/markdown; charset=utf-8", "md"
+    response = StreamingHttpResponse(body, content_type=content_type)
+    name = _safe_filename(f"{store.profile.name}-{session_id}{'-lineage' if lineage else ''}")
+    response["Content-Disposition"] = f'attachment; filename="{name}.{ext}"'
+    return response

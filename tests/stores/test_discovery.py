@@ -1,0 +1,105 @@
+"""Profile discovery: roots, profiles, and what is skipped (reference 1.1/1.2)."""
+
+import os
+
+import pytest
+
+from sessions_app.stores.discovery import configured_roots, discover
+
+
+def make_home(root, *profiles, default_db=True):
+    root.mkdir(parents=True, exist_ok=True)
+    if default_db:
+        (root / "state.db").write_bytes(b"")
+    for name in profiles:
+        (root / "profiles" / name).mkdir(parents=True, exist_ok=True)
+        (root / "profiles" / name / "state.db").write_bytes(b"")
+    return root
+
+
+def test_no_root_configured_and_no_dot_hermes(monkeypatch, tmp_path):
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert configured_roots([]) == []
+    assert discover([]).profiles == []
+
+
+def test_dot_hermes_is_the_fallback_root(monkeypatch, tmp_path):
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    make_home(tmp_path / ".hermes")
+    assert configured_roots([]) == [(tmp_path / ".hermes").resolve()]
+
+
+def test_hermes_home_of_a_named_profile_means_its_root(monkeypatch, tmp_path):
+    root = make_home(tmp_path / "h", "work")
+    monkeypatch.setenv("HERMES_HOME", str(root / "profiles" / "work"))
+    assert configured_roots([]) == [root.resolve()]
+
+
+def test_explicit_roots_win_over_hermes_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("HERMES_HOME", str(make_home(tmp_path / "a")))
+    b = make_home(tmp_path / "b")
+    assert configured_roots([str(b)]) == [b.resolve()]
+
+
+def test_default_and_named_profiles(tmp_path):
+    root = make_home(tmp_path / "home", "work", "research")
+    found = discover([root.resolve()])
+    assert [(p.key, p.name) for p in found.profiles] == [
+        ("default", "default"), ("research", "research"), ("work", "work")
+    ]
+    assert found.by_key()["work"].db_path == root.resolve() / "profiles" / "work" / "state.db"
+
+
+def test_profile_without_state_db_is_listed(tmp_path):
+    root = make_home(tmp_path / "home")
+    (root / "profiles" / "fresh").mkdir(parents=True)
+    found = discover([root.resolve()])
+    assert "fresh" in found.by_key()
+    assert not found.by_key()["fresh"].db_path.exists()
+
+
+def test_tombstoned_dot_named_and_invalid_profiles_are_skipped(tmp_path):
+    root = make_home(tmp_path / "home", "keep", "gone", ".hidden", "Bad Name", "<script>")
+    (root / "profiles" / ".deleted").mkdir()
+    (root / "profiles" / ".deleted" / "gone").write_text("deleted")
+    found = discover([root.resolve()])
+    assert sorted(found.by_key()) == ["default", "keep"]
+    reasons = dict((os.path.basename(path), reason) for path, reason in found.ignored)
+    assert "tombstoned" in reasons["gone"]
+    assert "not a valid" in reasons["Bad Name"]
+    assert "not a valid" in reasons["<script>"]
+    assert ".hidden" not in reasons  # dot-names are not profiles at all
+
+
+def test_symlinked_profile_leaving_the_root_is_skipped(tmp_path):
+    root = make_home(tmp_path / "home")
+    outside = make_home(tmp_path / "elsewhere")
+    (root / "profiles").mkdir()
+    (root / "profiles" / "escape").symlink_to(outside, target_is_directory=True)
+    found = discover([root.resolve()])
+    assert "escape" not in found.by_key()
+    assert any("outside" in reason for _, reason in found.ignored)
+
+
+def test_several_roots_get_distinct_keys(tmp_path):
+    a = make_home(tmp_path / "alpha", "work")
+    b = make_home(tmp_path / "beta", "work")
+    found = discover([a.resolve(), b.resolve()])
+    keys = sorted(found.by_key())
+    assert keys == ["default@alpha", "default@beta", "work@alpha", "work@beta"]
+    assert len({p.alias for p in found.profiles}) == 4
+
+
+def test_missing_root_is_reported_not_fatal(tmp_path):
+    found = discover([(tmp_path / "nope").resolve()])
+    assert found.profiles == []
+    assert "does not exist" in found.ignored[0][1]
+
+
+@pytest.mark.parametrize("name", ["default", "a" * 65])
+def test_names_hermes_would_not_accept_are_not_profiles(tmp_path, name):
+    root = make_home(tmp_path / "home", name)
+    keys = [p.key for p in discover([root.resolve()]).profiles]
+    assert keys == ["default"]
