@@ -134,6 +134,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
+try:  # whitenoise warns about a missing STATIC_ROOT; an unwritable data folder is reported later
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+except OSError:
+    pass
 # Serve straight from the finders so a fresh checkout needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
 

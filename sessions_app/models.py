@@ -62,7 +62,7 @@ class AgentSession(StoreModel):
     model_config = models.TextField(null=True)
     system_prompt = models.TextField(null=True)
     system_prompt_hash = models.TextField(null=True)
-    parent = models.ForeignKey("self", null=True, db_column="parent_session_id", db_constraint=False, on_delete=models.DO_NOTHING, related_name="children")
+    parent_session = models.ForeignKey("self", null=True, db_column="parent_session_id", db_constraint=False, on_delete=models.DO_NOTHING, related_name="children")
     started_at = models.FloatField(null=True)
     ended_at = models.FloatField(null=True)
     end_reason = models.TextField(null=True)

@@ -69,6 +69,18 @@ def ensure_alias(profile: Profile) -> str:
     return alias
 
 
+def forget_alias(profile: Profile) -> None:
+    """Close and unregister a store's alias (used when the registry is reset)."""
+    alias = profile.alias
+    if alias in connections.settings:
+        try:
+            connections[alias].close()
+            del connections[alias]
+        except AttributeError:
+            pass
+        del connections.settings[alias]
+
+
 @contextmanager
 def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = None) -> Iterator[sqlite3.Connection]:
     """A plain read-only sqlite3 connection, closed on exit.

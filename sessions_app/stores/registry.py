@@ -11,6 +11,7 @@ import threading
 
 from django.conf import settings
 
+from .connection import forget_alias
 from .discovery import Discovery, configured_roots, discover
 from .store import Store
 
@@ -51,8 +52,10 @@ def get(key: str) -> Store | None:
 
 
 def reset() -> None:
-    """Forget the last scan (tests change roots between cases)."""
+    """Forget the last scan and unregister its aliases (tests change roots between cases)."""
     global _current, _stores
     with _lock:
+        for store in _stores.values():
+            forget_alias(store.profile)
         _current = None
         _stores = {}

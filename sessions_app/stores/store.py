@@ -32,7 +32,8 @@ def _log_once(path: Path, status: str, reason: str) -> None:
     """Log a store problem once per (store, status, reason) change."""
     key = str(path)
     with _logged_lock:
-        if _logged.get(key) == (status, reason):
+        previous = _logged.get(key)
+        if previous == (status, reason) or (previous is None and status == "ok"):
             return
         _logged[key] = (status, reason)
     if status == "ok":

@@ -7,6 +7,8 @@ Rules mirrored from upstream (reference 3.2, 8.4):
   archived by in-place compaction, ``compacted = 0`` rows rewound by /undo; an
   ``active IS NULL`` row counts as active (upstream heals it to 1 on open);
 - content starting with ``"\\x00json:"`` is structured (list/dict) content;
+  lengths are measured in bytes of UTF-8, since SQLite's character functions stop
+  at that leading NUL (observed on every release's store);
 - a tool row answers the tool call whose ``id`` or ``call_id`` equals its
   ``tool_call_id``.
 
@@ -24,7 +26,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 JSON_PREFIX = "\x00json:"
-TEXT_LIMIT = 20_000
+TEXT_LIMIT = 20_000  # bytes of a long text column shown on a page
 COUNT_CAP = 10_000
 RESULT_WINDOW = 500  # rows after a page searched for the answers to its tool calls
 MESSAGE_COLUMNS = (
@@ -56,6 +58,14 @@ def decode_content(raw) -> tuple[str, object | None]:
     except ValueError:
         return raw[len(JSON_PREFIX):], None
     return structured_text(value), value
+
+
+def _text(value, cut: bool = False):
+    """Bytes cut by SQLite back to text; a character split by the cut is dropped."""
+    if not isinstance(value, bytes):
+        return value
+    text = value.decode("utf-8", "replace")
+    return text[:-1] if cut and text.endswith("\ufffd") else text
 
 
 def structured_text(value) -> str:
@@ -174,9 +184,15 @@ class Transcript:
             if c not in self.present:
                 cols += [f"NULL AS {c}", f"0 AS {c}_length"]
             elif limit_text:
-                cols += [f"substr({c}, 1, {TEXT_LIMIT + 1}) AS {c}", f"length({c}) AS {c}_length"]
+                # On BLOB casts: SQLite's text functions stop at a NUL byte, and
+                # structured content starts with one ("\x00json:"), so length() and
+                # substr() on the TEXT value would see an empty string. Bytes it is.
+                cols += [
+                    f"substr(CAST({c} AS BLOB), 1, {TEXT_LIMIT + 1}) AS {c}",
+                    f"length(CAST({c} AS BLOB)) AS {c}_length",
+                ]
             else:
-                cols += [c, f"length({c}) AS {c}_length"]
+                cols += [c, f"length(CAST({c} AS BLOB)) AS {c}_length"]
         return ", ".join(cols)
 
     def _query(self, where: str, params: tuple, order: str, limit: int) -> list[dict]:
@@ -232,6 +248,8 @@ class Transcript:
 
     @staticmethod
     def _message(row: dict) -> Message:
+        for c in LONG_COLUMNS:
+            row[c] = _text(row.get(c), cut=(row.get(f"{c}_length") or 0) > TEXT_LIMIT)
         text, structured = decode_content(row.get("content"))
         msg = Message(row=row, text=text, structured=structured, content_length=row.get("content_length") or 0)
         if row.get("role") == "assistant":

@@ -86,6 +86,11 @@ def _session_row(store, caps, session_id):
 
 
 METADATA_HIDDEN = {"system_prompt", "model_config", "origin_json", "tool_names"}
+KEY_FIELDS = (
+    "id", "title", "source", "profile_name", "model", "started_at", "ended_at", "end_reason",
+    "last_activity_at", "message_count", "tool_call_count", "parent_session_id", "session_key",
+    "user_id", "chat_id", "cwd", "archived", "pinned", "hidden",
+)
 USAGE_COLUMNS = (
     "api_call_count", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
     "reasoning_tokens", "estimated_cost_usd", "actual_cost_usd", "cost_status",
@@ -126,7 +131,11 @@ def session_detail(request, store, session_id):
     usage_rows = []
     if caps.has_table("session_model_usage"):
         usage_rows = list(SessionModelUsage.objects.for_store(store, caps).filter(session_id=session_id).values())
-    metadata = [(k, v) for k, v in (session or {}).items() if k not in METADATA_HIDDEN and k not in USAGE_COLUMNS]
+    shown = session or {}
+    metadata = [(k, shown[k]) for k in KEY_FIELDS if k in shown]
+    more_metadata = [
+        (k, v) for k, v in shown.items() if k not in KEY_FIELDS and k not in METADATA_HIDDEN and k not in USAGE_COLUMNS
+    ]
     usage = [(k, session.get(k)) for k in USAGE_COLUMNS if session and k in session]
     nav = _query_without(request, "after", "before", "at")
     context = {
@@ -134,6 +143,7 @@ def session_detail(request, store, session_id):
         "session_id": session_id,
         "session": session,
         "metadata": metadata,
+        "more_metadata": more_metadata,
         "usage": usage,
         "usage_rows": usage_rows,
         "model_config": (session or {}).get("model_config"),

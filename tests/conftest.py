@@ -1,0 +1,79 @@
+"""Shared fixtures: a fresh copy of the committed Hermes home per test.
+
+The committed stores (``tests/fixtures/hermes_home``) were written by the real
+hermes-agent releases through their own ``SessionDB`` (``scripts/make_fixtures.py``).
+Tests never touch them in place: each gets its own copy under ``tmp_path``.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from sessions_app.stores import registry
+
+FIXTURE_HOME = Path(__file__).parent / "fixtures" / "hermes_home"
+MANIFEST = json.loads((FIXTURE_HOME / "manifest.json").read_text())
+PROFILES = list(MANIFEST["profiles"])
+IDS = MANIFEST["session_ids"]
+
+
+@pytest.fixture
+def manifest():
+    return MANIFEST
+
+
+def copy_home(dest: Path) -> Path:
+    shutil.copytree(FIXTURE_HOME, dest)
+    return dest
+
+
+@pytest.fixture
+def use_roots(settings):
+    """Point discovery at the given roots (a fresh registry each time)."""
+
+    def apply(*roots):
+        settings.HERMES_ROOTS = [str(r) for r in roots]
+        registry.reset()
+        return roots
+
+    yield apply
+    registry.reset()
+
+
+@pytest.fixture
+def hermes_home(tmp_path, use_roots):
+    """A private copy of the fixture Hermes home, browsed by the dashboard."""
+    home = copy_home(tmp_path / "hermes")
+    use_roots(home)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def allow_store_aliases(request, monkeypatch):
+    """Let tests reach store aliases registered while they run.
+
+    Django's TestCase refuses connections to any alias it did not set up as a test
+    database (it patches ``ensure_connection``). Store aliases are different by
+    design: they point at the real ``state.db`` copies each test makes under
+    ``tmp_path``, read-only, and must never be replaced by a test database
+    (django-practice.md 2d). Every other alias keeps Django's guard.
+    """
+    if request.node.get_closest_marker("django_db") is None and "db" not in request.fixturenames \
+            and "admin_client" not in request.fixturenames and "transactional_db" not in request.fixturenames \
+            and "live_server" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")
+    real = request.getfixturevalue("django_db_blocker")._real_ensure_connection
+    guarded = BaseDatabaseWrapper.ensure_connection
+
+    def ensure_connection(self, *args, **kwargs):
+        if self.alias.startswith("store_"):
+            return real(self, *args, **kwargs)
+        return guarded(self, *args, **kwargs)
+
+    monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", ensure_connection)
+    yield
