@@ -23,7 +23,7 @@ from django.db.models.functions import Coalesce
 
 from ..models import AgentMessage, AgentSession
 from .connection import classify_error
-from .store import Store
+from .store import Store, _log_once
 
 COUNT_CAP = 10_000
 LIST_COLUMNS = (
@@ -142,17 +142,15 @@ def list_sessions(
     for store in stores:
         if filters.profiles and store.key not in filters.profiles:
             continue
-        status = store.preflight()
+        status = store.readiness()
         if status is not None:
             if status.status != "missing":
                 errors[store.key] = (status.status, status.reason)
+                _log_once(store.path, status.status, status.reason)
             continue
         try:
             with store.read() as conn:
                 caps = store.capabilities(conn)
-            if caps.missing_required():
-                errors[store.key] = ("unreadable", "not a Hermes session store")
-                continue
             qs = filtered(store, caps, filters)
             n = qs.order_by()[: COUNT_CAP + 1].count()
             capped |= n > COUNT_CAP
@@ -192,7 +190,7 @@ def distinct_sources(stores: list[Store]) -> list[str]:
     """Every ``source`` value across readable stores, sorted (uses idx_sessions_source)."""
     found: set[str] = set()
     for store in stores:
-        if store.preflight() is not None:
+        if store.readiness() is not None:
             continue
         try:
             with store.read() as conn:

@@ -134,6 +134,24 @@ class Store:
             return StoreStatus("unreadable", "permission denied: the dashboard's user cannot read state.db", file_size=size)
         return None
 
+    def readiness(self) -> StoreStatus | None:
+        """Why this store cannot be browsed right now, or None when it can.
+
+        Cheaper than :meth:`probe` (no counts): file checks, then the schema
+        (cached) for the columns browsing needs. Never raises for store problems.
+        """
+        status = self.preflight()
+        if status is not None:
+            return status
+        try:
+            with self.read() as conn:
+                missing = self.capabilities(conn).missing_required()
+        except sqlite3.Error as exc:
+            return StoreStatus(*classify_error(exc))
+        if missing:
+            return StoreStatus("unreadable", "not a Hermes session store (lacks " + ", ".join(missing) + ")")
+        return None
+
     def probe(self) -> StoreStatus:
         """Status, schema facts and headline counts; never raises for store problems."""
         status = self.preflight()

@@ -37,7 +37,7 @@ def store_view(view):
         store = registry.get(profile)
         if store is None:
             raise Http404("No such profile")
-        status = store.preflight()
+        status = store.readiness()
         if status is not None:
             return render_store_error(request, store, status)
         try:

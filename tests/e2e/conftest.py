@@ -1,0 +1,40 @@
+"""Browser tests drive Debian's Chromium through Playwright (never `playwright install`)."""
+
+import os
+import shutil
+
+import pytest
+
+# Playwright's sync API runs an event loop; Django refuses ORM calls from a thread
+# with a running loop unless told otherwise (microsoft/playwright-pytest#29).
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+def chromium_path() -> str:
+    for candidate in (os.environ.get("HERMES_ADMIN_CHROMIUM"), "/usr/lib/chromium/chromium",
+                      shutil.which("chromium")):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    pytest.fail("Chromium not found: install Debian's chromium (scripts/test.sh does it)")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {
+        **browser_type_launch_args,
+        "executable_path": chromium_path(),
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"],
+    }
+
+
+@pytest.fixture
+def logged_in(hermes_home, page, live_server, django_user_model):
+    """A page logged in as an admin against the live server."""
+    django_user_model.objects.create_superuser("alice", "", "correct horse battery")
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "correct horse battery")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    return page
