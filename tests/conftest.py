@@ -26,7 +26,8 @@ def manifest():
 
 
 def copy_home(dest: Path) -> Path:
-    shutil.copytree(FIXTURE_HOME, dest)
+    # Sidecars left by anything that opened the fixtures in place are not part of them.
+    shutil.copytree(FIXTURE_HOME, dest, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
     return dest
 
 

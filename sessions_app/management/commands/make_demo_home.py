@@ -29,5 +29,5 @@ class Command(BaseCommand):
         if dest.exists() and force:
             shutil.rmtree(dest)
         if not dest.exists():
-            shutil.copytree(FIXTURE_HOME, dest)
+            shutil.copytree(FIXTURE_HOME, dest, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
         self.stdout.write(str(dest))
