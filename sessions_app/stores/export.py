@@ -26,7 +26,8 @@ from typing import Iterator
 
 from .lineage import Lineage
 from .store import Store
-from .transcript import JSON_PREFIX, Transcript
+from .transcript import JSON_PREFIX
+from .transcript import for_store as transcript_for
 
 META_COLUMNS = (
     "id", "source", "title", "parent_session_id", "started_at", "ended_at", "end_reason",
@@ -81,7 +82,7 @@ def jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive
         for seg in _segments(store, conn, session_id, lineage):
             meta = {k: seg.get(k) for k in META_COLUMNS if seg.get(k) is not None}
             yield json.dumps({"role": "session_meta", "session": meta}, ensure_ascii=False) + "\n"
-            rows = Transcript(conn, caps.columns("messages"), seg["id"], include_inactive).iter_rows()
+            rows = transcript_for(conn, caps, seg["id"], include_inactive).iter_rows()
             for row in rows:
                 line = _row_dict(row)
                 line["session_id"] = seg["id"]
@@ -117,7 +118,7 @@ def markdown(store: Store, session_id: str, lineage: bool = False, include_inact
                 if seg.get(key) is not None:
                     yield f"- {key}: {_inline(seg[key])}\n"
             yield f"- started: {_when(seg.get('started_at'))}\n- ended: {_when(seg.get('ended_at'))}\n\n"
-            for row in Transcript(conn, caps.columns("messages"), seg["id"], include_inactive).iter_rows():
+            for row in transcript_for(conn, caps, seg["id"], include_inactive).iter_rows():
                 state = ""
                 if row.get("active") == 0:
                     state = " (compacted)" if row.get("compacted") == 1 else " (rewound)"

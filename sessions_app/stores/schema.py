@@ -33,6 +33,11 @@ class Capabilities:
 
     tables: dict[str, tuple[str, ...]] = field(default_factory=dict)
     schema_version: int | None = None
+    indexes: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)  # table -> column lists
+
+    def has_index(self, table: str, *columns: str) -> bool:
+        """True when some index of ``table`` starts with exactly these columns."""
+        return any(cols[: len(columns)] == columns for cols in self.indexes.get(table, ()))
 
     def has_table(self, table: str) -> bool:
         return table in self.tables
@@ -77,8 +82,17 @@ def read_capabilities(conn: sqlite3.Connection) -> Capabilities:
             # A virtual table whose module this SQLite lacks (e.g. a CJK tokenizer).
             continue
         tables[name] = tuple(c[1] for c in cols)
+    indexes: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for table in ("sessions", "messages"):
+        if table not in tables:
+            continue
+        found = []
+        for row in conn.execute(f"PRAGMA index_list({_quote(table)})").fetchall():
+            info = conn.execute(f"PRAGMA index_info({_quote(row[1])})").fetchall()
+            found.append(tuple(c[2] for c in sorted(info) if c[2] is not None))
+        indexes[table] = tuple(found)
     version = None
     if "schema_version" in tables:
         row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
         version = row[0] if row and isinstance(row[0], int) else None
-    return Capabilities(tables=tables, schema_version=version)
+    return Capabilities(tables=tables, schema_version=version, indexes=indexes)

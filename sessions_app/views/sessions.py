@@ -15,7 +15,7 @@ from ..models import AgentSession, SessionModelUsage
 from ..stores import export, registry
 from ..stores.lineage import Lineage
 from ..stores.listing import COUNT_CAP, distinct_sources, list_sessions
-from ..stores.transcript import Transcript
+from ..stores.transcript import for_store as transcript_for
 from .common import store_view
 
 CURSOR_SALT = "sessions-list-cursor"
@@ -107,7 +107,7 @@ def session_detail(request, store, session_id):
     with store.read() as conn:
         caps = store.capabilities(conn)
         session = _session_row(store, caps, session_id)
-        transcript = Transcript(conn, caps.columns("messages"), session_id, include_inactive)
+        transcript = transcript_for(conn, caps, session_id, include_inactive)
         lineage = Lineage(conn, caps.columns("sessions"))
         if session is None:
             # Messages may outlive their session row (FK orphans); show them, marked.
@@ -165,7 +165,7 @@ def message_raw(request, store, session_id, message_id):
     """One message's full content as plain text (long tool outputs are cut on pages)."""
     with store.read() as conn:
         caps = store.capabilities(conn)
-        row = Transcript(conn, caps.columns("messages"), session_id, include_inactive=True).message(message_id)
+        row = transcript_for(conn, caps, session_id, include_inactive=True).message(message_id)
     if row is None:
         raise Http404("No such message")
     field = request.GET.get("field", "content")
