@@ -258,3 +258,99 @@ class SchemaVersion(StoreModel):
 
     class Meta(StoreModel.Meta):
         db_table = "schema_version"
+
+
+# ---------------------------------------------------------------------------
+# The dashboard's own tables (default database, managed, migrated).
+
+
+class HealRun(models.Model):
+    """One check or heal pass over one or more stores, from the browser or a command.
+
+    ``report`` holds the JSON document ``heal_sessions --json`` prints (version 1);
+    ``done``/``total`` count stores for progress; ``log_tail`` the last lines of
+    progress text shown while the run is going.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+    mode = models.CharField(max_length=10)  # "check" | "apply"
+    trigger = models.CharField(max_length=20)  # "browser" | "command"
+    actor = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=200)
+    profiles = models.JSONField(default=list)  # profile keys asked for
+    only = models.JSONField(default=list)  # check codes, empty = all
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    total = models.IntegerField(default=0)
+    done = models.IntegerField(default=0)
+    log_tail = models.TextField(default="")
+    report = models.JSONField(null=True)
+    error = models.TextField(default="")
+    pid = models.IntegerField(null=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.mode} run #{self.pk} ({self.status})"
+
+
+class AuditEvent(models.Model):
+    """One applied, skipped, refused or failed action, whoever asked for it.
+
+    Written by the actions themselves (never by signals), so raw-SQL repairs and
+    cron runs are covered alike. ``changes`` lists the rows changed as
+    ``{"table", "key", "column", "before", "after"}`` (or ``"op"`` for inserts,
+    moves and file operations); ``backup_*`` describe the store copy taken before
+    the first write of the run (size in bytes, sha256 hex).
+    """
+
+    class Outcome(models.TextChoices):
+        APPLIED = "applied"
+        SKIPPED = "skipped"
+        REFUSED = "refused"
+        FAILED = "failed"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=200)
+    action = models.CharField(max_length=64, db_index=True)
+    check_code = models.CharField(max_length=64, blank=True)
+    profile = models.CharField(max_length=200, db_index=True)
+    store_path = models.TextField()
+    session_ids = models.JSONField(default=list)
+    plan = models.JSONField(default=dict)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, db_index=True)
+    reason = models.TextField(blank=True)
+    changes = models.JSONField(default=list)
+    rows_changed = models.IntegerField(default=0)
+    backup_path = models.TextField(blank=True)
+    backup_size = models.BigIntegerField(null=True)
+    backup_sha256 = models.CharField(max_length=64, blank=True)
+    duration_ms = models.IntegerField(default=0)
+    request_address = models.GenericIPAddressField(null=True)
+    run = models.ForeignKey(HealRun, null=True, on_delete=models.SET_NULL, related_name="events")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.action} {self.outcome} on {self.profile}"
+
+
+class FindingSnapshot(models.Model):
+    """Finding counts per profile and check code at the end of one check pass."""
+
+    taken_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    run = models.ForeignKey(HealRun, null=True, on_delete=models.CASCADE, related_name="snapshots")
+    profile = models.CharField(max_length=200, db_index=True)
+    check_code = models.CharField(max_length=64)
+    severity = models.CharField(max_length=10)
+    count = models.IntegerField()

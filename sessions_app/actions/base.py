@@ -1,0 +1,123 @@
+"""Actions: plan (read-only) -> apply (one guarded transaction) -> verify.
+
+Design section 4. An action turns one finding into a concrete :class:`Plan` (which
+rows change and how), computed on a read-only connection. Applying re-reads, inside
+``BEGIN IMMEDIATE``, the state the plan was made against (``Plan.guard``) and skips
+when it changed (ground rule 2), so a live agent's write is never overwritten.
+Applying the same plan twice changes nothing the second time.
+
+Concrete actions implement :meth:`Action.plan`, :meth:`Action.state` (the guard,
+read the same way at plan and apply time), :meth:`Action.write` and
+:meth:`Action.verify`. The engine (``engine.py``) does liveness, backups,
+transactions and audit records, the same for every action.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass, field
+
+from ..stores.schema import Capabilities
+from ..stores.store import Store
+
+
+@dataclass
+class Change:
+    """One planned change: ``op`` is ``update``, ``insert`` or ``move`` (files).
+
+    ``key`` names the row (e.g. ``{"id": "…"}``); for updates ``column``,
+    ``before`` and ``after`` say what changes.
+    """
+
+    op: str
+    table: str
+    key: dict
+    column: str | None = None
+    before: object = None
+    after: object = None
+
+
+@dataclass
+class Plan:
+    """A concrete, previewable repair of one finding.
+
+    ``blocked`` non-empty means the repair cannot be applied on this store (the
+    reason says why); ``writes_store`` False for file-only actions (no backup).
+    ``params`` carries what ``write`` needs beyond the changes.
+    """
+
+    action: str
+    check: str
+    profile: str
+    store_path: str
+    session_id: str | None
+    summary: str
+    changes: list[Change] = field(default_factory=list)
+    guard: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    writes_store: bool = True
+    blocked: str = ""
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("guard")
+        return data
+
+
+@dataclass
+class ActionContext:
+    """What planning sees: the store, a read-only connection, capabilities, time."""
+
+    store: Store
+    conn: sqlite3.Connection
+    caps: Capabilities
+    now: float
+
+
+class Action:
+    """Base class; subclasses set ``name`` and ``heals`` (check codes)."""
+
+    name = ""
+    heals: tuple[str, ...] = ()
+    writes_store = True
+    # Whether liveness of the finding's session must be "not live" before writing.
+    needs_idle_session = True
+
+    def plan(self, ctx: ActionContext, finding) -> Plan:
+        raise NotImplementedError
+
+    def state(self, conn: sqlite3.Connection, caps: Capabilities, plan: Plan) -> dict:
+        """The facts the plan depends on, re-read inside the write transaction."""
+        raise NotImplementedError
+
+    def write(self, conn: sqlite3.Connection, caps: Capabilities, plan: Plan) -> int:
+        """Apply the plan inside an open transaction; returns rows (or files) changed."""
+        raise NotImplementedError
+
+    def verify(self, conn: sqlite3.Connection, caps: Capabilities, plan: Plan) -> str | None:
+        """After commit, on a fresh read-only connection: None when the repair holds."""
+        return None
+
+    def new_plan(self, ctx: ActionContext, finding, summary: str, **kwargs) -> Plan:
+        return Plan(
+            action=self.name,
+            check=finding.check,
+            profile=ctx.store.key,
+            store_path=str(ctx.store.path),
+            session_id=finding.session_id,
+            summary=summary,
+            writes_store=self.writes_store,
+            **kwargs,
+        )
+
+
+def one(conn: sqlite3.Connection, sql: str, params: tuple = ()):
+    """First column of the first row, or None."""
+    row = conn.execute(sql, params).fetchone()
+    return row[0] if row else None
+
+
+def row_dict(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> dict | None:
+    cur = conn.execute(sql, params)
+    row = cur.fetchone()
+    return dict(zip([d[0] for d in cur.description], row)) if row else None

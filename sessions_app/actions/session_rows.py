@@ -1,0 +1,373 @@
+"""Repairs of ``sessions`` rows: recreate, detach, reopen, close, stamp, inherit, recount.
+
+Each mirrors what Hermes itself would write (reference sections named per class) and
+never invents content: a value is either taken from evidence in the store or left
+NULL.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..stores.lineage import classify_edge
+from ..stores.schema import Capabilities
+from .base import Action, ActionContext, Change, Plan, one, row_dict
+
+# Routing identity of a gateway session (reference 3.1): first writer wins upstream.
+ROUTING_COLUMNS = (
+    "session_key", "chat_id", "chat_type", "thread_id", "display_name", "origin_json", "user_id",
+    "transport_profile",
+)
+# What a dashboard close writes: the end reason upstream's own orphan sweep uses for
+# open sessions no live process owns (reference 3.1, ``startup_orphan_reap``, a
+# recoverable close). ended_at is the time of the close, not the last activity, so
+# that Hermes' auto-prune (90 days after the end) does not take it at once.
+CLOSE_END_REASON = "startup_orphan_reap"
+
+
+def session_row(conn: sqlite3.Connection, caps: Capabilities, session_id: str, columns) -> dict | None:
+    cols = [c for c in columns if caps.has("sessions", c)]
+    return row_dict(conn, f"SELECT {', '.join(['id', *cols])} FROM sessions WHERE id = ?", (session_id,))
+
+
+def message_facts(conn: sqlite3.Connection, caps: Capabilities, session_id: str) -> dict:
+    """Row count, active-row count, id range and earliest timestamp of a session's messages."""
+    active = "SUM(CASE WHEN active IS NULL OR active != 0 THEN 1 ELSE 0 END)" if caps.has("messages", "active") else "COUNT(*)"
+    row = row_dict(
+        conn,
+        f"SELECT COUNT(*) AS rows, {active} AS active_rows, MIN(id) AS first_id, MAX(id) AS last_id, "
+        "MIN(timestamp) AS first_at FROM messages WHERE session_id = ?",
+        (session_id,),
+    )
+    row["active_rows"] = row["active_rows"] or 0
+    return row
+
+
+class RecreateSessionRow(Action):
+    """Give orphan messages their session row back (``orphan_messages``).
+
+    Only what the evidence supports (issue 3, reference 7.2): ``id``, ``started_at``
+    = the earliest message time, ``source = 'unknown'`` (upstream ``ensure_session``'s
+    placeholder, replaced by the next writer that knows the real source),
+    ``profile_name`` = the store's profile, and counters from the rows themselves.
+    Everything else stays NULL or its column default.
+    """
+
+    name = "recreate_session_row"
+    heals = ("orphan_messages",)
+
+    def plan(self, ctx: ActionContext, finding) -> Plan:
+        sid = finding.session_id
+        facts = message_facts(ctx.conn, ctx.caps, sid)
+        values = {"id": sid, "source": "unknown", "started_at": facts["first_at"]}
+        if ctx.caps.has("sessions", "message_count"):
+            values["message_count"] = facts["active_rows"]
+        if ctx.caps.has("sessions", "profile_name"):
+            values["profile_name"] = ctx.store.profile.name
+        plan = self.new_plan(
+            ctx, finding,
+            f"Create the missing session row for {facts['rows']} orphan messages "
+            f"(ids {facts['first_id']}–{facts['last_id']}), source 'unknown'.",
+            changes=[Change("insert", "sessions", {"id": sid}, after=values)],
+            params={"values": values},
+        )
+        if one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
+            plan.blocked = "the session row exists"
+        elif not facts["rows"]:
+            plan.blocked = "no messages carry this session id"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        return {
+            "row_exists": bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?", (plan.session_id,))),
+            "messages": message_facts(conn, caps, plan.session_id),
+        }
+
+    def write(self, conn, caps, plan):
+        values = plan.params["values"]
+        cols = ", ".join(values)
+        marks = ", ".join("?" * len(values))
+        return conn.execute(f"INSERT INTO sessions ({cols}) VALUES ({marks})", tuple(values.values())).rowcount
+
+    def verify(self, conn, caps, plan):
+        if not one(conn, "SELECT 1 FROM sessions WHERE id = ?", (plan.session_id,)):
+            return "the session row is still missing"
+        return None
+
+
+class DetachFromMissingParent(Action):
+    """NULL a ``parent_session_id`` naming a session that no longer exists.
+
+    What upstream deletion does to children of a deleted parent (reference 5,
+    step 3); the old value is kept in the audit record.
+    """
+
+    name = "detach_from_missing_parent"
+    heals = ("dangling_parent",)
+
+    def plan(self, ctx, finding):
+        row = session_row(ctx.conn, ctx.caps, finding.session_id, ["parent_session_id"]) or {}
+        parent = row.get("parent_session_id")
+        plan = self.new_plan(
+            ctx, finding,
+            f"Detach from the missing parent {parent}: parent_session_id becomes NULL.",
+            changes=[Change("update", "sessions", {"id": finding.session_id}, "parent_session_id", parent, None)],
+            params={"parent": parent},
+        )
+        if not parent:
+            plan.blocked = "the session has no parent link"
+        elif one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (parent,)):
+            plan.blocked = "the parent exists"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        parent = plan.params["parent"]
+        return {
+            "parent": (session_row(conn, caps, plan.session_id, ["parent_session_id"]) or {}).get("parent_session_id"),
+            "parent_exists": bool(parent and one(conn, "SELECT 1 FROM sessions WHERE id = ?", (parent,))),
+        }
+
+    def write(self, conn, caps, plan):
+        return conn.execute(
+            "UPDATE sessions SET parent_session_id = NULL WHERE id = ? AND parent_session_id = ?",
+            (plan.session_id, plan.params["parent"]),
+        ).rowcount
+
+    def verify(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["parent_session_id"])
+        return None if row and row["parent_session_id"] is None else "the parent link is still set"
+
+
+class ReopenCompressionParent(Action):
+    """Reopen a session ended by compression whose continuation never appeared.
+
+    Upstream ``reopen_session()`` clears ``ended_at`` and ``end_reason`` (reference
+    3.1); the interrupted handoff (3.3) then continues in the parent itself.
+    """
+
+    name = "reopen_compression_parent"
+    heals = ("compression_without_continuation",)
+
+    def plan(self, ctx, finding):
+        row = session_row(ctx.conn, ctx.caps, finding.session_id, ["ended_at", "end_reason"]) or {}
+        plan = self.new_plan(
+            ctx, finding,
+            "Reopen the session: the compression that ended it left no continuation.",
+            changes=[
+                Change("update", "sessions", {"id": finding.session_id}, "ended_at", row.get("ended_at"), None),
+                Change("update", "sessions", {"id": finding.session_id}, "end_reason", row.get("end_reason"), None),
+            ],
+        )
+        if row.get("end_reason") != "compression":
+            plan.blocked = "the session did not end by compression"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["ended_at", "end_reason", "model_config", "source"]) or {}
+        children = [
+            child for child in conn.execute(
+                "SELECT id, model_config, source FROM sessions WHERE parent_session_id = ?", (plan.session_id,)
+            ).fetchall()
+        ]
+        continuation = any(
+            classify_edge(row, {"id": c[0], "model_config": c[1], "source": c[2]}) == "compression" for c in children
+        )
+        lock = None
+        if caps.has_table("compression_locks"):
+            lock = row_dict(conn, "SELECT holder, expires_at FROM compression_locks WHERE session_id = ?", (plan.session_id,))
+        return {"ended_at": row.get("ended_at"), "end_reason": row.get("end_reason"),
+                "continuation": continuation, "lock": lock}
+
+    def write(self, conn, caps, plan):
+        return conn.execute(
+            "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ? AND end_reason = 'compression'",
+            (plan.session_id,),
+        ).rowcount
+
+    def verify(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["ended_at"])
+        return None if row and row["ended_at"] is None else "the session is still ended"
+
+
+class CloseStaleSession(Action):
+    """End a session left open long past any activity (``stale_open``).
+
+    Writes ``ended_at`` = now and ``end_reason`` = CLOSE_END_REASON, first-stamp-wins
+    like upstream ``end_session()`` (``WHERE ended_at IS NULL``).
+    """
+
+    name = "close_stale_session"
+    heals = ("stale_open",)
+
+    def plan(self, ctx, finding):
+        row = session_row(ctx.conn, ctx.caps, finding.session_id, ["ended_at", "pinned"]) or {}
+        plan = self.new_plan(
+            ctx, finding,
+            f"Close the session: ended_at = now, end_reason = '{CLOSE_END_REASON}' (a recoverable close).",
+            changes=[
+                Change("update", "sessions", {"id": finding.session_id}, "ended_at", None, ctx.now),
+                Change("update", "sessions", {"id": finding.session_id}, "end_reason", None, CLOSE_END_REASON),
+            ],
+            params={"ended_at": ctx.now},
+        )
+        if row.get("ended_at") is not None:
+            plan.blocked = "the session is already ended"
+        elif row.get("pinned"):
+            plan.blocked = "the session is pinned"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["ended_at", "pinned", "last_activity_at"]) or {}
+        return {"row": row, "messages": message_facts(conn, caps, plan.session_id)}
+
+    def write(self, conn, caps, plan):
+        return conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+            (plan.params["ended_at"], CLOSE_END_REASON, plan.session_id),
+        ).rowcount
+
+    def verify(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["ended_at"])
+        return None if row and row["ended_at"] is not None else "the session is still open"
+
+
+class StampOwner(Action):
+    """Fill a NULL or blank ``profile_name`` with the store's own profile.
+
+    Upstream stamps the store's profile when the creator passes none (reference 3.1);
+    an existing value is never overwritten.
+    """
+
+    name = "stamp_owner"
+    heals = ("missing_owner",)
+
+    def plan(self, ctx, finding):
+        row = session_row(ctx.conn, ctx.caps, finding.session_id, ["profile_name"]) or {}
+        owner = ctx.store.profile.name
+        plan = self.new_plan(
+            ctx, finding,
+            f"Set profile_name to '{owner}', this store's profile.",
+            changes=[Change("update", "sessions", {"id": finding.session_id}, "profile_name", row.get("profile_name"), owner)],
+            params={"owner": owner},
+        )
+        if not ctx.caps.has("sessions", "profile_name"):
+            plan.blocked = "this store's schema has no profile_name column"
+        elif (row.get("profile_name") or "").strip():
+            plan.blocked = "the session already has an owner"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        return {"row": session_row(conn, caps, plan.session_id, ["profile_name"])}
+
+    def write(self, conn, caps, plan):
+        return conn.execute(
+            "UPDATE sessions SET profile_name = ? WHERE id = ? AND (profile_name IS NULL OR trim(profile_name) = '')",
+            (plan.params["owner"], plan.session_id),
+        ).rowcount
+
+    def verify(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["profile_name"])
+        return None if row and row.get("profile_name") == plan.params["owner"] else "profile_name is still unset"
+
+
+class InheritRoutingIdentity(Action):
+    """Copy routing identity from a compression parent into a continuation lacking it.
+
+    Compression children inherit routing columns from the parent at creation
+    (reference 3.1/7.2, ``_insert_session_row``); only columns NULL in the child and
+    set in the parent are copied, and only across a compression edge.
+    """
+
+    name = "inherit_routing_identity"
+    heals = ("missing_routing_identity",)
+
+    def plan(self, ctx, finding):
+        child = session_row(ctx.conn, ctx.caps, finding.session_id,
+                            ["parent_session_id", "source", "model_config", *ROUTING_COLUMNS]) or {}
+        parent_id = child.get("parent_session_id")
+        parent = session_row(ctx.conn, ctx.caps, parent_id, ["end_reason", "ended_at", *ROUTING_COLUMNS]) if parent_id else None
+        copies = {
+            col: parent[col] for col in ROUTING_COLUMNS
+            if parent and col in child and child.get(col) is None and parent.get(col) is not None
+        }
+        plan = self.new_plan(
+            ctx, finding,
+            f"Copy {', '.join(copies) or 'nothing'} from the compression parent {parent_id}.",
+            changes=[Change("update", "sessions", {"id": finding.session_id}, col, None, value) for col, value in copies.items()],
+            params={"parent": parent_id, "copies": copies},
+        )
+        if parent is None:
+            plan.blocked = "the session has no parent to inherit from"
+        elif classify_edge(parent, child) != "compression":
+            plan.blocked = "the parent link is not a compression edge"
+        elif not copies:
+            plan.blocked = "the parent has no routing identity to copy"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        return {
+            "child": session_row(conn, caps, plan.session_id, ["parent_session_id", *ROUTING_COLUMNS]),
+            "parent": session_row(conn, caps, plan.params["parent"], ["end_reason", *ROUTING_COLUMNS]) if plan.params["parent"] else None,
+        }
+
+    def write(self, conn, caps, plan):
+        changed = 0
+        for col, value in plan.params["copies"].items():
+            changed += conn.execute(
+                f"UPDATE sessions SET {col} = ? WHERE id = ? AND {col} IS NULL", (value, plan.session_id)
+            ).rowcount
+        return changed
+
+    def verify(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, list(plan.params["copies"])) or {}
+        missing = [c for c in plan.params["copies"] if row.get(c) is None]
+        return f"still NULL: {', '.join(missing)}" if missing else None
+
+
+class RecountSession(Action):
+    """Set ``message_count`` to the number of active message rows.
+
+    ``message_count`` counts active rows only (reference 3.1); ``NOT EXISTS
+    messages``, not the counter, decides emptiness, so the recount never makes a
+    session with rows look empty.
+    """
+
+    name = "recount_session"
+    heals = ("counter_drift",)
+
+    def plan(self, ctx, finding):
+        row = session_row(ctx.conn, ctx.caps, finding.session_id, ["message_count"]) or {}
+        facts = message_facts(ctx.conn, ctx.caps, finding.session_id)
+        plan = self.new_plan(
+            ctx, finding,
+            f"Set message_count from {row.get('message_count')} to {facts['active_rows']} (active rows).",
+            changes=[Change("update", "sessions", {"id": finding.session_id}, "message_count",
+                            row.get("message_count"), facts["active_rows"])],
+            params={"count": facts["active_rows"]},
+        )
+        if not row:
+            plan.blocked = "the session row is missing"
+        elif row.get("message_count") == facts["active_rows"]:
+            plan.blocked = "the counter already matches"
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    def state(self, conn, caps, plan):
+        return {"row": session_row(conn, caps, plan.session_id, ["message_count"]),
+                "messages": message_facts(conn, caps, plan.session_id)}
+
+    def write(self, conn, caps, plan):
+        return conn.execute(
+            "UPDATE sessions SET message_count = ? WHERE id = ?", (plan.params["count"], plan.session_id)
+        ).rowcount
+
+    def verify(self, conn, caps, plan):
+        row = session_row(conn, caps, plan.session_id, ["message_count"]) or {}
+        actual = message_facts(conn, caps, plan.session_id)["active_rows"]
+        return None if row.get("message_count") == actual else "message_count still differs"

@@ -1,0 +1,75 @@
+"""Shared arguments of the store commands (``heal_sessions``, ``migrate_transcripts``).
+
+Exit statuses: 0 clean, 1 findings at or above ``--fail-on`` remain, 2 a store
+could not be read, an action failed, or the command was used wrongly.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from ..stores import registry
+from ..stores.store import Store
+
+
+class StoreCommand(BaseCommand):
+    """Base for commands that select profiles with --root/--profile/--all-profiles."""
+
+    def add_arguments(self, parser):
+        parser.add_argument("--root", action="append", default=[], metavar="PATH",
+                            help="Hermes root to use (repeatable; overrides HERMES_ROOTS)")
+        parser.add_argument("--profile", action="append", default=[], metavar="NAME",
+                            help="profile key to process (repeatable)")
+        parser.add_argument("--all-profiles", action="store_true", help="process every profile")
+        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+    def fail(self, message: str):
+        raise CommandError(message, returncode=2)
+
+    def select(self, options) -> tuple[list[Store], list[Store]]:
+        """(selected stores, every known store); CommandError (exit 2) on bad input."""
+        if not options["profile"] and not options["all_profiles"]:
+            self.fail("say which profiles: --profile NAME (repeatable) or --all-profiles")
+        if options["profile"] and options["all_profiles"]:
+            self.fail("use either --profile or --all-profiles, not both")
+        for root in options["root"]:
+            if not os.path.isdir(root):
+                self.fail(f"--root {root}: no such directory")
+        found = registry.scan(options["root"] or None)
+        if not found.roots:
+            self.fail("no Hermes root: pass --root PATH, or set HERMES_ROOTS or HERMES_HOME")
+        everything = registry.stores()
+        if options["all_profiles"]:
+            return everything, everything
+        by_key = {s.key: s for s in everything}
+        unknown = [p for p in options["profile"] if p not in by_key]
+        if unknown:
+            self.fail(f"unknown profile(s): {', '.join(unknown)}; known: {', '.join(by_key) or 'none'}")
+        return [by_key[p] for p in dict.fromkeys(options["profile"])], everything
+
+    def check_data_folder(self):
+        """Exit 2 before doing anything when the data folder cannot be written."""
+        data = settings.DATA_DIR
+        try:
+            data.mkdir(parents=True, exist_ok=True)
+            probe = data / f".write-test-{os.getpid()}"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            self.fail(f"the data folder {data} is not writable ({exc.strerror}); set HERMES_ADMIN_DATA")
+
+    def actor_label(self) -> str:
+        return f"command:{self.command_name()}@{socket.gethostname()}"
+
+    def command_name(self) -> str:
+        return self.__module__.rsplit(".", 1)[-1]
+
+    def progress(self, message: str, done: int, total: int) -> None:
+        # Progress only on a terminal: cron mails stay quiet.
+        if sys.stderr.isatty():
+            sys.stderr.write(f"[{done}/{total}] {message}\n")
