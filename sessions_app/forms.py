@@ -14,9 +14,11 @@ class SessionFilterForm(forms.Form):
     date_from = forms.DateField(required=False, label="active from", widget=forms.DateInput(attrs={"type": "date"}))
     date_to = forms.DateField(required=False, label="active to", widget=forms.DateInput(attrs={"type": "date"}))
     q = forms.CharField(required=False, max_length=200, label="id or title")
+    check = forms.ChoiceField(required=False, label="health")
 
-    def __init__(self, *args, profiles=(), sources=(), **kwargs):
+    def __init__(self, *args, profiles=(), sources=(), checks=(), **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["check"].choices = [("", "any health")] + [(c, c) for c in checks]
         self.fields["profile"].choices = [(p, p) for p in profiles]
         self.fields["source"].choices = [("", "any source")] + [(s, s) for s in sources]
 
@@ -29,4 +31,5 @@ class SessionFilterForm(forms.Form):
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),
             q=(data.get("q") or "").strip(),
+            check=data.get("check") or "",
         )

@@ -283,6 +283,9 @@ class HealRun(models.Model):
     finished_at = models.DateTimeField(null=True)
     mode = models.CharField(max_length=10)  # "check" | "apply"
     trigger = models.CharField(max_length=20)  # "browser" | "command"
+    # Browser repairs of single findings: the previewed plans to apply, as dicts
+    # (``engine.plan_from_dict``). Empty for whole-profile runs.
+    plans = models.JSONField(default=list)
     actor = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")
     actor_label = models.CharField(max_length=200)
     profiles = models.JSONField(default=list)  # profile keys asked for
@@ -294,6 +297,7 @@ class HealRun(models.Model):
     report = models.JSONField(null=True)
     error = models.TextField(default="")
     pid = models.IntegerField(null=True)
+    request_address = models.GenericIPAddressField(null=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,12 +1,19 @@
 from django.urls import path
 
-from .views import profiles, sessions
+from .views import health, profiles, sessions
 
 urlpatterns = [
     path("", profiles.overview, name="overview"),
     path("sessions/", sessions.session_list, name="session_list"),
+    path("checks/run/", health.start_check, name="start_check"),
+    path("runs/", health.run_list, name="runs"),
+    path("runs/<int:pk>/", health.run_detail, name="run"),
     path("p/<str:profile>/", profiles.profile_detail, name="profile"),
+    path("p/<str:profile>/health/", health.profile_health, name="profile_health"),
+    path("p/<str:profile>/heal/", health.heal_profile, name="heal_profile"),
     path("p/<str:profile>/s/<str:session_id>/", sessions.session_detail, name="session"),
+    path("p/<str:profile>/s/<str:session_id>/repair/", health.repair_preview, name="repair_preview"),
+    path("p/<str:profile>/s/<str:session_id>/repair/apply/", health.repair_apply, name="repair_apply"),
     path("p/<str:profile>/s/<str:session_id>/m/<int:message_id>/", sessions.message_raw, name="message_raw"),
     path(
         "p/<str:profile>/s/<str:session_id>/export.<str:fmt>",

@@ -21,6 +21,7 @@ import time
 from typing import Callable, Iterable
 
 from ..checks import run_store_checks
+from ..models import FindingSnapshot
 from ..stores.store import Store
 from .engine import Applier, Outcome, plan_for
 
@@ -129,3 +130,15 @@ def exit_status(report: dict, fail_on: str = "warning") -> int:
     if any(report["summary"][level] for level in levels):
         return 1
     return 0
+
+
+def record_snapshot(run, report: dict) -> None:
+    """Finding counts per profile and check code, for the health-over-time views."""
+    counts: dict[tuple, int] = {}
+    for prof in report["profiles"]:
+        for f in prof["findings"]:
+            key = (prof["profile"], f["check"], f["severity"])
+            counts[key] = counts.get(key, 0) + 1
+    FindingSnapshot.objects.bulk_create(
+        FindingSnapshot(run=run, profile=p, check_code=c, severity=s, count=n) for (p, c, s), n in counts.items()
+    )

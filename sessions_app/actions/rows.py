@@ -31,14 +31,14 @@ class HideDuplicates(Action):
     restored by setting ``active = 1``. ``message_count`` is recounted to the
     active rows in the same transaction. Stores without an ``active`` column
     (before 0.17) cannot hide a row without deleting it, so the plan is blocked.
-    The rows to hide come from the finding's evidence (``hide_ids``).
+    The rows to hide come from the finding's evidence (``hide``).
     """
 
     name = "hide_duplicates"
     heals = ("duplicate_live_rows",)
 
     def plan(self, ctx, finding):
-        ids = [int(i) for i in (finding.evidence or {}).get("hide_ids", [])]
+        ids = [int(i) for i in (finding.evidence or {}).get("hide", [])]
         plan = self.new_plan(
             ctx, finding,
             f"Hide {len(ids)} duplicate message row(s) (active = 0), keep the original, recount.",

@@ -26,6 +26,7 @@ from .connection import classify_error
 from .store import Store, _log_once
 
 COUNT_CAP = 10_000
+MAX_ID_FILTER = 30_000  # below SQLite's host-parameter limit (32766 since 3.32)
 LIST_COLUMNS = (
     "id", "source", "title", "started_at", "ended_at", "end_reason", "message_count",
     "parent_session_id", "model", "profile_name", "session_key",
@@ -42,6 +43,8 @@ class Filters:
     date_from: dt.date | None = None
     date_to: dt.date | None = None
     q: str = ""
+    check: str = ""  # a check code: only sessions in ``with_findings`` (per profile key)
+    with_findings: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +98,9 @@ def filtered(store: Store, caps, filters: Filters):
         qs = qs.filter(activity__gte=_epoch(filters.date_from))
     if filters.date_to:
         qs = qs.filter(activity__lte=_epoch(filters.date_to, end=True))
+    if filters.check:
+        ids = sorted(filters.with_findings.get(store.key, ()))[:MAX_ID_FILTER]
+        qs = qs.filter(id__in=ids)
     if filters.q:
         match = Q(id__contains=filters.q)
         if caps.has("sessions", "title"):

@@ -3,6 +3,7 @@
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from ..health import latest
 from ..stores import registry
 from .common import render_store_error, store_view
 
@@ -11,7 +12,9 @@ from .common import render_store_error, store_view
 def overview(request):
     """Every profile of every root with its store status; rescans on each load."""
     found = registry.scan()
-    rows = [(store, store.probe()) for store in registry.stores()]
+    stores = registry.stores()
+    health = latest([s.key for s in stores])
+    rows = [(store, store.probe(), health[store.key]) for store in stores]
     return render(request, "sessions/overview.html", {"discovery": found, "rows": rows})
 
 

@@ -10,7 +10,10 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from ..checks import run_store_checks
+from ..checks.registry import BY_CODE as CHECKS
 from ..forms import SessionFilterForm
+from ..health import latest
 from ..models import AgentSession, SessionModelUsage
 from ..stores import export, registry
 from ..stores.lineage import Lineage
@@ -54,9 +57,16 @@ def session_list(request):
     """Sessions of every profile, newest activity first, keyset-paginated."""
     stores = registry.stores()
     form = SessionFilterForm(
-        request.GET or None, profiles=[s.key for s in stores], sources=distinct_sources(stores)
+        request.GET or None, profiles=[s.key for s in stores], sources=distinct_sources(stores), checks=sorted(CHECKS)
     )
     filters = form.filters()
+    health = latest([s.key for s in stores])
+    badges = {key: h.by_session() for key, h in health.items()}
+    if filters.check:
+        filters.with_findings = {
+            key: {sid for sid, items in by_sid.items() if any(f["check"] == filters.check for f in items)}
+            for key, by_sid in badges.items()
+        }
     limit = _int(request.GET.get("size"), 50)
     limit = limit if limit in PAGE_SIZES else 50
     page = list_sessions(
@@ -67,6 +77,7 @@ def session_list(request):
         "form": form,
         "page": page,
         "count_cap": COUNT_CAP,
+        "badges": badges,
         "base_query": base,
         "next_token": signing.dumps(list(page.next_cursor), salt=CURSOR_SALT) if page.next_cursor else None,
         "prev_token": signing.dumps(list(page.prev_cursor), salt=CURSOR_SALT) if page.prev_cursor else None,
@@ -128,6 +139,7 @@ def session_detail(request, store, session_id):
             if not system_prompt and session.get("system_prompt_hash") and caps.has_table("system_prompts"):
                 found = conn.execute("SELECT prompt FROM system_prompts WHERE hash = ?", (session["system_prompt_hash"],)).fetchone()
                 system_prompt = found[0] if found else None
+    findings = run_store_checks(store, session_id=session_id).findings
     usage_rows = []
     if caps.has_table("session_model_usage"):
         usage_rows = list(SessionModelUsage.objects.for_store(store, caps).filter(session_id=session_id).values())
@@ -155,8 +167,32 @@ def session_detail(request, store, session_id):
         "include_inactive": include_inactive,
         "has_active_column": caps.has("messages", "active"),
         "nav_query": nav,
+        "findings": [(f, CHECKS.get(f.check)) for f in findings],
+        "markers": message_markers(findings),
     }
     return render(request, "sessions/detail.html", context)
+
+
+def message_markers(findings) -> dict[int, list]:
+    """Findings keyed by the message ids their evidence names, to mark rows in place.
+
+    Any evidence entry named ``*message_ids``/``*_ids`` (a list of ids) or
+    ``*message_id`` (one id) points at messages; ``unanswered_turn`` marks where
+    the missing reply should be.
+    """
+    marks: dict[int, list] = {}
+    for finding in findings:
+        ids: set[int] = set()
+        for key, value in (finding.evidence or {}).items():
+            if key in ("first_message_id", "last_message_id"):
+                continue  # ranges (orphan rows): the whole transcript is concerned
+            if key.endswith("_ids") and isinstance(value, list):
+                ids.update(v for v in value if isinstance(v, int))
+            elif key.endswith("message_id") and isinstance(value, int):
+                ids.add(value)
+        for msg_id in ids:
+            marks.setdefault(msg_id, []).append(finding)
+    return marks
 
 
 @require_GET

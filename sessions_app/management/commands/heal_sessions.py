@@ -17,10 +17,10 @@ import sys
 from django.utils import timezone
 
 from ...actions.engine import Applier
-from ...actions.heal import SEVERITIES, exit_status, heal
-from ...checks import CHECKS
+from ...actions.heal import SEVERITIES, exit_status, heal, record_snapshot
+from ...checks.registry import BY_CODE as CHECKS
 from ...locks import RunLocked, run_lock
-from ...models import FindingSnapshot, HealRun
+from ...models import HealRun
 from ..base import StoreCommand
 
 
@@ -96,14 +96,3 @@ class Command(StoreCommand):
             f"{s['info']} info; applied {s['applied']}, skipped {s['skipped']}, failed {s['failed']}"
         )
 
-
-def record_snapshot(run: HealRun, report: dict) -> None:
-    """Finding counts per profile and check code, for the health-over-time views."""
-    counts: dict[tuple, int] = {}
-    for prof in report["profiles"]:
-        for f in prof["findings"]:
-            key = (prof["profile"], f["check"], f["severity"])
-            counts[key] = counts.get(key, 0) + 1
-    FindingSnapshot.objects.bulk_create(
-        FindingSnapshot(run=run, profile=p, check_code=c, severity=s, count=n) for (p, c, s), n in counts.items()
-    )

@@ -1,0 +1,79 @@
+"""The check catalog in run order: one instance per stable code (design.md section 3).
+
+Order matters a little: access checks first (the runner emits them), then the
+structural pass (``quick_check``) whose result the FTS checks reuse, then the
+cheap set-based checks, then the walk-based and file-based ones.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import files, lifecycle, lineage, ownership, store, transcript
+from .base import Check
+
+CATALOG: tuple[Check, ...] = (
+    # store level
+    store.StoreUnreadable(),
+    store.StoreBusy(),
+    store.StoreCorrupt(),
+    store.SchemaMalformed(),
+    store.SchemaOutdated(),
+    store.FtsDamaged(),
+    store.FtsIncomplete(),
+    files.WalOversized(),
+    files.WalGenerationSplit(),
+    files.RepairLeftovers(),
+    store.StaleLease(),
+    store.OrphanDependents(),
+    # session level
+    transcript.OrphanMessages(),
+    lineage.DanglingParent(),
+    lineage.LineageCycle(),
+    lineage.CompressionWithoutContinuation(),
+    lineage.MultipleContinuations(),
+    transcript.UnansweredTurn(),
+    files.TranscriptOnDiskOnly(),
+    transcript.CounterDrift(),
+    transcript.UsageWithoutTranscript(),
+    transcript.OrphanToolResult(),
+    transcript.UnansweredToolCall(),
+    transcript.DuplicateLiveRows(),
+    transcript.TimestampDisorder(),
+    lifecycle.StaleOpen(),
+    ownership.MissingOwner(),
+    ownership.OwnerMismatch(),
+    ownership.IdCollision(),
+    ownership.MissingRoutingIdentity(),
+    files.LeftoverFiles(),
+    lifecycle.PlaceholderSession(),
+)
+
+BY_CODE: dict[str, Check] = {check.code: check for check in CATALOG}
+
+
+def codes() -> list[str]:
+    """Every stable code, in catalog order."""
+    return [check.code for check in CATALOG]
+
+
+def get(code: str) -> Check:
+    """The check for ``code``; KeyError for an unknown code."""
+    return BY_CODE[code]
+
+
+def select(only: Iterable[str] | None = None) -> list[Check]:
+    """Checks to run, in catalog order. Raises ValueError naming unknown codes
+    (``heal_sessions --only`` turns that into exit 2)."""
+    if only is None:
+        return list(CATALOG)
+    wanted = {c.strip() for c in only if c and c.strip()}
+    unknown = sorted(wanted - set(BY_CODE))
+    if unknown:
+        raise ValueError(f"unknown check code(s): {', '.join(unknown)}")
+    return [check for check in CATALOG if check.code in wanted]
+
+
+def catalog() -> list[dict]:
+    """Catalog entries (code, severity, title, explanation, heal, scope) for the UI."""
+    return [check.describe() for check in CATALOG]

@@ -1,0 +1,284 @@
+"""One streamed walk over the active message rows, shared by the transcript checks.
+
+Tool-call pairing, back-to-back user rows, duplicate writes inside a turn and
+timestamps running backwards can only be seen by walking rows in order
+(ground rule 10: by ``messages.id``). The walk reads
+
+    SELECT … FROM messages WHERE <active> AND (session_id, id) > (?, ?)
+    ORDER BY session_id, id LIMIT <chunk>
+
+in keyset chunks: memory stays constant (one session's open tool-call window and
+current turn), and no read snapshot is held across the whole pass, so live
+writers can still checkpoint. On stores with ``idx_messages_session_id`` the
+scan is index-ordered; older stores sort each session's rows through
+``idx_messages_session`` (a temp b-tree per session, not per store).
+
+Content is never pulled whole: rows carry their byte length and first 64 bytes
+(``CAST(content AS BLOB)``: SQLite's text functions stop at the NUL byte that
+starts structured ``\\x00json:`` content). Duplicate candidates are confirmed
+afterwards by comparing the full values inside SQLite.
+
+Rules mirrored from upstream (reference 8.3/8.4, 10.12-10.15):
+
+- a ``tool`` row answers a call of the nearest preceding assistant tool-call
+  window (``id`` or ``call_id``); a user row closes the window; consecutive
+  assistant rows with nothing in between merge (Pass 0), so their windows merge;
+- compaction/handoff summaries (``_compressed_summary = 1``, or content starting
+  with Hermes' summary prefixes on stores without that column) are not turns;
+- ``observed = 1`` rows are passively observed input, not turns;
+- ``system`` / ``developer`` / ``session_meta`` rows are not conversation turns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from ..stores.transcript import parse_tool_calls
+from .base import EVIDENCE_CAP, CheckContext
+
+CHUNK = 2000
+HEAD_BYTES = 64
+# Prefixes of compaction summaries (hermes-agent 0.19.0 agent/context_compressor.py
+# SUMMARY_PREFIX and LEGACY_SUMMARY_PREFIX), for stores without _compressed_summary.
+SUMMARY_PREFIXES = (b"[CONTEXT COMPACTION", b"[CONTEXT SUMMARY]")
+CONVERSATION_ROLES = ("user", "assistant", "tool")
+# Timestamps outside [2000-01-01, now + 1 day] are garbage (reference 10.21).
+EPOCH_MIN = 946684800.0
+FUTURE_SLACK = 86400.0
+# A step back along ids smaller than this is jitter between concurrent writers.
+BACKWARD_TOLERANCE = 1.0
+
+
+@dataclass
+class SessionWalk:
+    """What the walk found in one session. Id lists are capped at EVIDENCE_CAP;
+    the ``n_*`` counters are exact."""
+
+    session_id: str
+    orphan_results: list[dict] = field(default_factory=list)   # {id, tool_call_id, reason, first_result_id?}
+    unanswered_calls: list[dict] = field(default_factory=list)  # {assistant_id, call_id, trailing}
+    duplicate_pairs: list[tuple[int, int]] = field(default_factory=list)  # (earlier id, later id), unconfirmed
+    user_pairs: list[tuple[int, int]] = field(default_factory=list)  # back-to-back user rows
+    backwards: list[dict] = field(default_factory=list)  # {id, previous_id, seconds_back}
+    bad_timestamps: list[int] = field(default_factory=list)
+    last: dict | None = None  # last conversational row {id, role}, when it is user or tool
+    n_backwards: int = 0
+    n_bad_timestamps: int = 0
+
+    def noteworthy(self) -> bool:
+        return bool(self.orphan_results or self.unanswered_calls or self.duplicate_pairs or self.user_pairs
+                    or self.backwards or self.bad_timestamps or self.last)
+
+
+def _add(items: list, item) -> None:
+    if len(items) < EVIDENCE_CAP:
+        items.append(item)
+
+
+class _Walker:
+    """Per-session state machine; ``feed`` one row at a time, then ``finish``."""
+
+    def __init__(self, session_id: str, now: float):
+        self.out = SessionWalk(session_id)
+        self.now = now
+        self.calls: list[dict] = []  # current window: {assistant_id, ids, answered_by}
+        self.prev_role: str | None = None  # previous conversational row's role (for merging)
+        self.prev_user: dict | None = None  # previous conversational row if it was a user row
+        self.last: dict | None = None
+        self.turn_keys: dict[tuple, tuple[int, object]] = {}
+        self.prev_ts: tuple[int, float, bool] | None = None
+
+    # -- tool-call window
+
+    def _close(self, trailing: bool) -> None:
+        for call in self.calls:
+            if call["answered_by"] is None:
+                _add(self.out.unanswered_calls, {"assistant_id": call["assistant_id"],
+                                                 "call_id": call["ids"][0] if call["ids"] else "",
+                                                 "trailing": trailing})
+        self.calls = []
+
+    def _find_call(self, call_id: str) -> dict | None:
+        for call in self.calls:
+            if call_id in call["ids"]:
+                return call
+        return None
+
+    # -- rows
+
+    def feed(self, row: dict) -> None:
+        self._timestamps(row)
+        role = row["role"]
+        if role not in CONVERSATION_ROLES:
+            return
+        if row["summary"]:
+            # A summary restarts the conversation: closes the window (it is a user
+            # message to upstream's Pass 1), ends the turn, is not a turn itself.
+            self._close(trailing=False)
+            self.turn_keys = {}
+            self.prev_role, self.prev_user, self.last = None, None, None
+            return
+        key = row["key"]
+        if role == "user":
+            self._close(trailing=False)
+            duplicate = False
+            if self.prev_user is not None and self.prev_user["key"] == key and key is not None \
+                    and _pmids_compatible(self.prev_user["pmid"], row["pmid"]):
+                _add(self.out.duplicate_pairs, (self.prev_user["id"], row["id"]))
+                duplicate = True
+            if not duplicate:
+                if self.prev_user is not None and not row["observed"]:
+                    _add(self.out.user_pairs, (self.prev_user["id"], row["id"]))
+                self.turn_keys = {}
+            if row["observed"]:
+                return  # passive input: neither a turn nor an unanswered prompt
+            self.prev_user = {"id": row["id"], "key": key, "pmid": row["pmid"]}
+            self.prev_role = "user"
+            self.last = {"id": row["id"], "role": "user"}
+            return
+        self.prev_user = None
+        self._same_turn_duplicate(row, key)
+        if role == "assistant":
+            calls = parse_tool_calls(row["tool_calls"])
+            if self.prev_role != "assistant":
+                self._close(trailing=False)
+            for call in calls:
+                self.calls.append({"assistant_id": row["id"], "ids": call["ids"], "answered_by": None})
+            self.prev_role = "assistant"
+            self.last = None
+            return
+        # tool row
+        call_id = row["tool_call_id"]
+        if not call_id:
+            _add(self.out.orphan_results, {"id": row["id"], "tool_call_id": call_id, "reason": "no_call_id"})
+        else:
+            call = self._find_call(call_id)
+            if call is None:
+                _add(self.out.orphan_results, {"id": row["id"], "tool_call_id": call_id, "reason": "no_matching_call"})
+            elif call["answered_by"] is not None:
+                _add(self.out.orphan_results, {"id": row["id"], "tool_call_id": call_id, "reason": "second_result",
+                                               "first_result_id": call["answered_by"]})
+            else:
+                call["answered_by"] = row["id"]
+        self.prev_role = "tool"
+        self.last = {"id": row["id"], "role": "tool"}
+
+    def _same_turn_duplicate(self, row: dict, key) -> None:
+        """Assistant/tool rows identical to an earlier row of the same turn."""
+        if key is None:
+            return
+        seen = self.turn_keys.get(key)
+        if seen is not None and _pmids_compatible(seen[1], row["pmid"]):
+            _add(self.out.duplicate_pairs, (seen[0], row["id"]))
+        else:
+            self.turn_keys[key] = (row["id"], row["pmid"])
+
+    def _timestamps(self, row: dict) -> None:
+        ts, kind = row["timestamp"], row["ts_type"]
+        if kind not in ("real", "integer") or ts < EPOCH_MIN or ts > self.now + FUTURE_SLACK:
+            self.out.n_bad_timestamps += 1
+            _add(self.out.bad_timestamps, row["id"])
+            return
+        prev = self.prev_ts
+        # Rows carried after a summary keep their original (older) timestamps.
+        if prev is not None and not prev[2] and ts < prev[1] - BACKWARD_TOLERANCE:
+            self.out.n_backwards += 1
+            _add(self.out.backwards, {"id": row["id"], "previous_id": prev[0], "seconds_back": round(prev[1] - ts, 3)})
+        self.prev_ts = (row["id"], float(ts), bool(row["summary"]))
+
+    def finish(self) -> SessionWalk:
+        self._close(trailing=True)
+        self.out.last = self.last
+        return self.out
+
+
+def _pmids_compatible(a, b) -> bool:
+    """Two rows with different platform message ids are two real messages."""
+    return a in (None, "") or b in (None, "") or a == b
+
+
+def _row_key(role: str, tool_call_id, tool_calls, length, head) -> tuple | None:
+    """Identity of a row for duplicate detection; None for blank rows."""
+    if not length and not tool_calls and not tool_call_id:
+        return None
+    calls = hashlib.sha1(tool_calls.encode("utf-8", "replace")).hexdigest() if tool_calls else None
+    return (role, tool_call_id or None, calls, length or 0, bytes(head or b""))
+
+
+def _select(ctx: CheckContext) -> str:
+    summary = "_compressed_summary" if ctx.has("messages", "_compressed_summary") else "0"
+    observed = "observed" if ctx.has("messages", "observed") else "0"
+    pmid = "platform_message_id" if ctx.has("messages", "platform_message_id") else "NULL"
+    return (
+        "SELECT id, session_id, role, tool_call_id, "
+        "CASE WHEN role = 'assistant' THEN tool_calls END, "
+        f"{pmid}, timestamp, typeof(timestamp), length(CAST(content AS BLOB)), "
+        f"substr(CAST(content AS BLOB), 1, {HEAD_BYTES}), {summary}, {observed} FROM messages"
+    )
+
+
+def iter_active_rows(ctx: CheckContext):
+    """Active rows as dicts, ordered by (session_id, id), fetched in keyset chunks."""
+    base = _select(ctx) + f" WHERE {ctx.active()}"
+    where, params = ctx.session_filter("session_id")
+    base += where
+    cursor: tuple | None = None
+    while True:
+        if cursor is None:
+            sql, args = base + " ORDER BY session_id, id LIMIT ?", (*params, CHUNK)
+        else:
+            sql, args = base + " AND (session_id, id) > (?, ?) ORDER BY session_id, id LIMIT ?", (*params, *cursor, CHUNK)
+        rows = ctx.conn.execute(sql, args).fetchall()
+        if not rows:
+            return
+        for (mid, sid, role, call_id, calls, pmid, ts, ts_type, length, head, summary, observed) in rows:
+            head = bytes(head) if head is not None else b""
+            is_summary = bool(summary) or head.startswith(SUMMARY_PREFIXES)
+            yield {
+                "id": mid, "session_id": sid, "role": role, "tool_call_id": call_id, "tool_calls": calls,
+                "pmid": pmid, "timestamp": ts, "ts_type": ts_type, "summary": is_summary,
+                "observed": bool(observed), "key": _row_key(role, call_id, calls, length, head),
+            }
+        cursor = (rows[-1][1], rows[-1][0])
+
+
+def walk(ctx: CheckContext) -> dict[str, SessionWalk]:
+    """Walk every active row (or one session's); returns noteworthy sessions only,
+    with duplicate candidates already confirmed against the full values."""
+    found: dict[str, SessionWalk] = {}
+    walker: _Walker | None = None
+    for row in iter_active_rows(ctx):
+        if walker is None or walker.out.session_id != row["session_id"]:
+            if walker is not None:
+                _keep(found, walker.finish())
+            walker = _Walker(row["session_id"], ctx.now)
+        walker.feed(row)
+    if walker is not None:
+        _keep(found, walker.finish())
+    for result in found.values():
+        _confirm_duplicates(ctx, result)
+    return found
+
+
+def _keep(found: dict, result: SessionWalk) -> None:
+    if result.noteworthy():
+        found[result.session_id] = result
+
+
+def same_row_values(ctx: CheckContext, a: int, b: int) -> bool:
+    """Do rows ``a`` and ``b`` hold the same role, content (bytes), tool calls and call id?"""
+    row = ctx.conn.execute(
+        "SELECT x.role IS y.role AND CAST(x.content AS BLOB) IS CAST(y.content AS BLOB) "
+        "AND x.tool_calls IS y.tool_calls AND x.tool_call_id IS y.tool_call_id "
+        "FROM messages x, messages y WHERE x.id = ? AND y.id = ?", (a, b)).fetchone()
+    return bool(row and row[0])
+
+
+def _confirm_duplicates(ctx: CheckContext, result: SessionWalk) -> None:
+    confirmed = [pair for pair in result.duplicate_pairs if same_row_values(ctx, *pair)]
+    result.duplicate_pairs = confirmed
+    dup_ids = {b for _, b in confirmed}
+    # A confirmed duplicate is not also a "second result" or a "user;user" prompt.
+    result.orphan_results = [o for o in result.orphan_results if o["id"] not in dup_ids]
+    result.user_pairs = [p for p in result.user_pairs if p[1] not in dup_ids]

@@ -1,0 +1,450 @@
+"""Liveness evidence: may a Hermes process still be working on a session?
+
+Ground rule 6 (design.md) says: before writing to a session, look for live
+evidence and refuse when there is some. The checks use the same evidence to stay
+quiet about sessions an agent may still be writing (``unanswered_turn``,
+``stale_open`` ...). Signals, following reference section 4:
+
+- ``turn_lease``: an unexpired ``session_turn_leases`` row on the session's
+  compression-lineage ROOT (4.1; the key is the root, so one lease covers the
+  whole chain);
+- ``compression_lock``: an unexpired ``compression_locks`` row on the session (4.2);
+- ``registry``: a ``runtime/active_sessions.json`` entry whose process is alive
+  and whose ``process_start_time`` matches within 1 ms (4.4); an unreadable
+  registry fails closed (every session "maybe live");
+- ``gateway``: a live ``gateway_heartbeats`` backend together with a
+  ``gateway_routing`` entry whose ``entry_json`` names the session (4.6);
+- ``activity``: newest message, ``last_activity_at`` or ``started_at`` within
+  ``idle_seconds`` (reference 3.1 "Activity").
+
+Verdict: any blocking evidence -> ``live``; only non-blocking evidence (recent
+activity, an unexpired lease whose holder is provably dead, an unreadable
+registry) -> ``maybe_live``; nothing -> ``not_live``.
+
+Holder probing mirrors upstream ``hermes_state_pidns.holder_pid_checkable``
+(STRICT policy for TTL rows, reference 4.1): our own pid is never "dead"; on
+Linux a holder is probed only when it carries a ``pidns=`` stamp equal to our PID
+namespace, otherwise only its TTL counts. Any doubt = alive.
+
+Nothing here writes or opens ``state.db`` as a file; the registry JSON is read
+with plain file I/O (it is not a SQLite file).
+
+Times are epoch seconds (float); ages and TTLs are seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+from django.conf import settings
+
+from .lineage import DOWN_CAP, UP_CAP, Lineage
+from .schema import Capabilities
+
+# How fresh a gateway heartbeat must be to count (seconds). Upstream's window was
+# not found in the files read (reference 4.6); five minutes matches the lease TTL.
+HEARTBEAT_FRESH_SECONDS = 300
+# Timestamps further in the future than this are garbage (reference 10.21) and
+# must not make a session look active forever.
+FUTURE_SLACK_SECONDS = 86400
+# Registry start times must match within this many seconds (reference 4.4).
+START_TIME_TOLERANCE = 0.001
+
+_PID_RE = re.compile(r"(?:^|:)pid=(\d+)(?::|$)")
+_PIDNS_RE = re.compile(r"(?:^|:)pidns=(\d+)(?::|$)")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One reason to think a session may be live.
+
+    ``source``: ``turn_lease`` | ``compression_lock`` | ``registry`` | ``gateway``
+    | ``activity``. ``age_seconds``: seconds since the evidence was produced
+    (lease acquired, registry entry started, heartbeat, last activity) or None.
+    ``holder_pid``: the process named by the evidence, if any. ``holder_dead``:
+    True = provably dead, False = alive, None = not probed / not applicable.
+    ``blocks``: True when this evidence alone makes the session ``live``.
+    """
+
+    source: str
+    detail: str
+    age_seconds: float | None = None
+    holder_pid: int | None = None
+    holder_dead: bool | None = None
+    blocks: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Verdict for one session: ``live`` | ``maybe_live`` | ``not_live``, plus why."""
+
+    verdict: str
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def live(self) -> bool:
+        return self.verdict == "live"
+
+
+def verdict_of(evidence: list[Evidence]) -> str:
+    """The verdict rule of the module docstring."""
+    if any(e.blocks for e in evidence):
+        return "live"
+    return "maybe_live" if evidence else "not_live"
+
+
+class LiveIndex(dict):
+    """``session_id -> list[Evidence]`` for sessions with any evidence.
+
+    ``store_wide`` holds evidence that applies to every session of the store
+    (an unreadable registry). Use :meth:`evidence` / :meth:`verdict` rather than
+    plain indexing so that store-wide evidence is included.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.store_wide: list[Evidence] = []
+
+    def add(self, session_id: str, item: Evidence) -> None:
+        if session_id:
+            self.setdefault(session_id, []).append(item)
+
+    def evidence(self, session_id: str) -> list[Evidence]:
+        return list(self.get(session_id, ())) + self.store_wide
+
+    def verdict(self, session_id: str) -> str:
+        return verdict_of(self.evidence(session_id))
+
+
+# --------------------------------------------------------------------------- processes
+
+def _local_pid_namespace() -> tuple[bool, str | None]:
+    """``(supported, id)``: Linux has PID namespaces (id = inode of
+    /proc/self/ns/pid, None if unreadable); other platforms do not."""
+    if sys.platform != "linux":
+        return False, None
+    try:
+        link = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return True, None
+    match = re.search(r"\[(\d+)\]", link)
+    return True, (match.group(1) if match else None)
+
+
+def holder_pid(holder: str | None) -> int | None:
+    """The ``pid=<n>`` of a holder string (``pid=12:tid=..:nonce=..``), or None."""
+    match = _PID_RE.search(holder or "")
+    return int(match.group(1)) if match else None
+
+
+def holder_checkable(holder: str | None) -> bool:
+    """May this holder's pid be probed here? STRICT policy of reference 4.1."""
+    supported, local = _local_pid_namespace()
+    if not supported:
+        return True
+    match = _PIDNS_RE.search(holder or "")
+    if match is None or local is None:
+        return False
+    return match.group(1) == local
+
+
+def holder_is_dead(holder: str | None) -> bool | None:
+    """True when the holder's process is provably gone, False when it runs,
+    None when it may not be probed (no pid, foreign or missing pidns stamp)."""
+    pid = holder_pid(holder)
+    if pid is None:
+        return None
+    if pid == os.getpid():
+        return False
+    if not holder_checkable(holder):
+        return None
+    return not psutil.pid_exists(pid)
+
+
+def process_matches(pid, start_time) -> bool:
+    """Registry liveness (reference 4.4): the pid runs and, when a start time was
+    recorded, psutil's ``create_time`` equals it within 1 ms. Unreadable start
+    time of a running pid counts as alive (any doubt = alive)."""
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0 or not psutil.pid_exists(pid):
+        return False
+    if start_time in (None, ""):
+        return True
+    try:
+        expected = float(start_time)
+    except (TypeError, ValueError):
+        return True
+    try:
+        actual = psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
+    return abs(actual - expected) < START_TIME_TOLERANCE
+
+
+# --------------------------------------------------------------------------- signals
+
+def _lease_evidence(source: str, key: str, holder: str, acquired_at, expires_at, now: float) -> Evidence:
+    """Evidence for an UNEXPIRED lease/lock row; blocks unless its holder is provably dead."""
+    dead = holder_is_dead(holder)
+    pid = holder_pid(holder)
+    label = "turn lease" if source == "turn_lease" else "compression lock"
+    remaining = float(expires_at) - now
+    if dead:
+        detail = f"{label} on {key} held by pid {pid}, which is no longer running (expires in {remaining:.0f} s)"
+    elif dead is None and pid is not None:
+        detail = (f"{label} on {key} held by pid {pid} (not probed: no matching pidns stamp), "
+                  f"expires in {remaining:.0f} s")
+    else:
+        detail = f"{label} on {key} held by {holder!r}, expires in {remaining:.0f} s"
+    age = now - float(acquired_at) if isinstance(acquired_at, (int, float)) else None
+    return Evidence(source, detail, age, pid, dead, blocks=not dead)
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _lease_rows(conn: sqlite3.Connection, caps: Capabilities, table: str, key_col: str, now: float,
+                keys: list[str] | None = None):
+    """Unexpired rows of a lease table as ``(key, holder, acquired_at, expires_at)``."""
+    if not all(caps.has(table, c) for c in (key_col, "holder", "acquired_at", "expires_at")):
+        return []
+    sql = f"SELECT {key_col}, holder, acquired_at, expires_at FROM {table} WHERE expires_at > ?"
+    params: list = [now]
+    if keys is not None:
+        if not keys:
+            return []
+        sql += f" AND {key_col} IN ({','.join('?' * len(keys))})"
+        params += keys
+    return [r for r in conn.execute(sql, params) if _numeric(r[3])]
+
+
+def registry_path(store) -> Path:
+    """``<profile home>/runtime/active_sessions.json`` (reference 1.4/4.4)."""
+    return store.profile.home / "runtime" / "active_sessions.json"
+
+
+def read_registry(store) -> tuple[list[dict], str | None]:
+    """Registry entries and an error text (None when readable or absent).
+
+    The file is replaced atomically upstream (``os.replace``), so reading it
+    without its flock sees a whole document.
+    """
+    path = registry_path(store)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return [], None
+    except (OSError, ValueError) as exc:
+        return [], f"{type(exc).__name__}: {exc}"
+    entries = data.get("entries") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        return [], "no 'entries' list"
+    return [e for e in entries if isinstance(e, dict)], None
+
+
+def _registry_evidence(store, now: float, index: LiveIndex, only: str | None = None) -> None:
+    entries, error = read_registry(store)
+    if error is not None:
+        index.store_wide.append(Evidence(
+            "registry",
+            f"runtime/active_sessions.json is unreadable ({error}); every session may be open somewhere",
+        ))
+        return
+    for entry in entries:
+        ids = {entry.get("session_id")}
+        metadata = entry.get("metadata")
+        if isinstance(metadata, dict):
+            ids.add(metadata.get("live_session_id"))
+        ids = {str(i) for i in ids if i}
+        if only is not None and only not in ids:
+            continue
+        if not process_matches(entry.get("pid"), entry.get("process_start_time")):
+            continue
+        started = entry.get("started_at")
+        age = now - float(started) if _numeric(started) else None
+        pid = entry.get("pid") if isinstance(entry.get("pid"), int) else None
+        surface = entry.get("surface") or "?"
+        for sid in ids:
+            index.add(sid, Evidence("registry", f"open in a live {surface} surface (pid {pid})", age, pid, False, True))
+
+
+def _live_backends(conn: sqlite3.Connection, caps: Capabilities, now: float) -> list[tuple]:
+    """``(backend_id, pid, last_heartbeat)`` of backends that heartbeat recently and
+    whose process runs (or cannot be probed from this host)."""
+    if not all(caps.has("gateway_heartbeats", c) for c in ("backend_id", "pid", "last_heartbeat")):
+        return []
+    host_col = "host" if caps.has("gateway_heartbeats", "host") else "''"
+    rows = conn.execute(
+        f"SELECT backend_id, pid, last_heartbeat, {host_col} FROM gateway_heartbeats WHERE last_heartbeat > ?",
+        (now - HEARTBEAT_FRESH_SECONDS,),
+    ).fetchall()
+    here = socket.gethostname()
+    alive = []
+    for backend, pid, beat, host in rows:
+        if host and host != here:
+            alive.append((backend, pid, beat))  # another host: its pid means nothing here
+        elif isinstance(pid, int) and (pid == os.getpid() or psutil.pid_exists(pid)):
+            alive.append((backend, pid, beat))
+    return alive
+
+
+def _routing_sql(caps: Capabilities) -> str | None:
+    if not caps.has("gateway_routing", "entry_json"):
+        return None
+    return ("SELECT session_key, json_extract(entry_json, '$.session_id') FROM gateway_routing "
+            "WHERE json_valid(entry_json)")
+
+
+def _gateway_evidence(conn, caps, now: float, index: LiveIndex, only: str | None = None) -> None:
+    sql = _routing_sql(caps)
+    if sql is None:
+        return
+    backends = _live_backends(conn, caps, now)
+    if not backends:
+        return
+    backend, pid, beat = backends[0]
+    params: tuple = ()
+    if only is not None:
+        sql += " AND json_extract(entry_json, '$.session_id') = ?"
+        params = (only,)
+    for key, sid in conn.execute(sql, params):
+        if isinstance(sid, str) and sid:
+            index.add(sid, Evidence(
+                "gateway", f"routed by gateway key {key} while backend {backend} (pid {pid}) heartbeats",
+                now - float(beat), pid, False, True))
+
+
+def _activity_sql(caps: Capabilities) -> str:
+    return "COALESCE(last_activity_at, started_at)" if caps.has("sessions", "last_activity_at") else "started_at"
+
+
+def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, only: str | None = None) -> None:
+    """Sessions with a message, ``last_activity_at`` or start within ``idle`` seconds.
+
+    Bounded above by now + FUTURE_SLACK_SECONDS so garbage future timestamps (and
+    TEXT timestamps, which sort after every number) do not count.
+    """
+    low, high = now - idle, now + FUTURE_SLACK_SECONDS
+    where_m, where_s, params = "", "", ()
+    if only is not None:
+        where_m, where_s, params = " AND session_id = ?", " AND id = ?", (only,)
+    newest: dict[str, float] = {}
+    # idx_messages_session (session_id, timestamp) covers this scan.
+    for sid, ts in conn.execute(
+        f"SELECT session_id, MAX(timestamp) FROM messages WHERE timestamp > ? AND timestamp <= ?{where_m} "
+        "GROUP BY session_id", (low, high, *params)):
+        newest[sid] = float(ts)
+    expr = _activity_sql(caps)
+    # idx_sessions_effective_activity / idx_sessions_started serve this range.
+    for sid, ts in conn.execute(
+        f"SELECT id, {expr} FROM sessions WHERE {expr} > ? AND {expr} <= ?{where_s}", (low, high, *params)):
+        newest[sid] = max(newest.get(sid, 0.0), float(ts))
+    for sid, ts in newest.items():
+        age = max(0.0, now - ts)
+        index.add(sid, Evidence("activity", f"active {age:.0f} s ago (idle after {idle:.0f} s)", age))
+
+
+def idle_seconds_setting() -> float:
+    """``settings.HERMES_IDLE_SECONDS`` (default 3600 s)."""
+    return float(getattr(settings, "HERMES_IDLE_SECONDS", 3600))
+
+
+# --------------------------------------------------------------------------- public API
+
+def live_sessions(store, conn: sqlite3.Connection, caps: Capabilities, now: float,
+                  idle_seconds: float | None = None) -> LiveIndex:
+    """Evidence for every session that has some, one query per signal.
+
+    Returns a :class:`LiveIndex` (a dict ``session_id -> list[Evidence]`` plus
+    store-wide evidence). A turn lease is expanded to the whole compression
+    chain of its key (reference 4.1: the key is the lineage root); the walk is
+    per lease row, never per session.
+    """
+    idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
+    index = LiveIndex()
+    leases = _lease_rows(conn, caps, "session_turn_leases", "conversation_id", now)
+    if leases:
+        lineage = Lineage(conn, caps.columns("sessions"))
+        for key, holder, acquired, expires in leases:
+            item = _lease_evidence("turn_lease", key, holder, acquired, expires, now)
+            for sid in compression_descendants(lineage, key):
+                index.add(sid, item)
+    for key, holder, acquired, expires in _lease_rows(conn, caps, "compression_locks", "session_id", now):
+        index.add(key, _lease_evidence("compression_lock", key, holder, acquired, expires, now))
+    _registry_evidence(store, now, index)
+    _gateway_evidence(conn, caps, now, index)
+    _activity_evidence(conn, caps, now, idle, index)
+    return index
+
+
+def compression_descendants(lineage: Lineage, key: str) -> list[str]:
+    """``key`` and every session below it through compression edges (all of them,
+    not only upstream's preferred continuation), so that a session is covered
+    exactly when a lease sits on itself or on a compression ancestor — the same
+    rule :func:`lineage_keys` applies from below. Bounded by the lineage caps."""
+    found, queue = [key], [key]
+    seen = {key}
+    while queue and len(found) < DOWN_CAP:
+        current = queue.pop(0)
+        for child in lineage.children(current):
+            if child["edge"] == "compression" and child["id"] not in seen:
+                seen.add(child["id"])
+                found.append(child["id"])
+                queue.append(child["id"])
+    return found
+
+
+def lineage_keys(conn: sqlite3.Connection, caps: Capabilities, session_id: str) -> list[str]:
+    """The session and its compression ancestors up to the root (reference 4.1
+    ``_session_turn_lease_key_on_conn``); a lease on any of them covers it."""
+    lineage = Lineage(conn, caps.columns("sessions"))
+    keys, node = [session_id], lineage.get(session_id)
+    for _ in range(UP_CAP):
+        parent = lineage.parent(node) if node else None
+        if not parent or parent.get("missing") or parent["edge"] != "compression" or parent["id"] in keys:
+            break
+        keys.append(parent["id"])
+        node = parent
+    return keys
+
+
+def evidence_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
+                 idle_seconds: float | None = None) -> Liveness:
+    """Liveness of one session (same signals as :func:`live_sessions`)."""
+    index = index_for(store, conn, caps, session_id, now, idle_seconds)
+    evidence = index.evidence(session_id)
+    return Liveness(verdict_of(evidence), evidence)
+
+
+def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
+              idle_seconds: float | None = None) -> LiveIndex:
+    """A :class:`LiveIndex` holding only ``session_id``'s evidence (session page)."""
+    idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
+    index = LiveIndex()
+    if caps.has_table("session_turn_leases"):
+        keys = lineage_keys(conn, caps, session_id)
+        for key, holder, acquired, expires in _lease_rows(conn, caps, "session_turn_leases", "conversation_id", now, keys):
+            index.add(session_id, _lease_evidence("turn_lease", key, holder, acquired, expires, now))
+    for key, holder, acquired, expires in _lease_rows(conn, caps, "compression_locks", "session_id", now, [session_id]):
+        index.add(session_id, _lease_evidence("compression_lock", key, holder, acquired, expires, now))
+    _registry_evidence(store, now, index, only=session_id)
+    _gateway_evidence(conn, caps, now, index, only=session_id)
+    _activity_evidence(conn, caps, now, idle, index, only=session_id)
+    return index

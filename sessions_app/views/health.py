@@ -1,0 +1,132 @@
+"""Health pages, repair preview/apply, and heal runs (background jobs)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.contrib import messages as flash
+from django.core import signing
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from .. import jobs
+from ..actions.engine import plan_for
+from ..checks import run_store_checks
+from ..checks.registry import BY_CODE as CHECKS
+from ..health import latest
+from ..models import HealRun
+from ..stores import registry
+from .common import store_view
+
+PLAN_SALT = "repair-plan"
+PLAN_MAX_AGE = 3600  # seconds a previewed plan stays valid
+
+
+def _start(request, **fields) -> HealRun:
+    run = HealRun.objects.create(
+        trigger="browser", actor=request.user, actor_label=request.user.get_username(),
+        request_address=request.META.get("REMOTE_ADDR"), **fields,
+    )
+    jobs.start(run)
+    return run
+
+
+@require_GET
+@store_view
+def profile_health(request, store):
+    """Findings of the latest pass over this profile, grouped by check."""
+    health = latest([store.key])[store.key]
+    groups: dict[str, dict] = {}
+    for finding in health.findings:
+        group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
+                                                     "severity": finding["severity"], "findings": []})
+        group["findings"].append(finding)
+    ordered = sorted(groups.values(), key=lambda g: ({"critical": 0, "warning": 1, "info": 2}.get(g["severity"], 9), g["code"]))
+    return render(request, "sessions/health.html", {
+        "store": store, "health": health, "groups": ordered, "counts": health.counts(),
+        "entry": health.entry, "catalog": sorted(CHECKS.values(), key=lambda c: c.code),
+    })
+
+
+@require_POST
+def start_check(request):
+    """Start a check pass (no writes) over the posted profiles, or all of them."""
+    known = {s.key for s in registry.stores()}
+    profiles = [p for p in request.POST.getlist("profile") if p]
+    if any(p not in known for p in profiles):
+        raise Http404("No such profile")
+    run = _start(request, mode="check", profiles=profiles)
+    return redirect("run", run.pk)
+
+
+@require_POST
+@store_view
+def heal_profile(request, store):
+    """Start a heal pass (check, apply every planned repair, re-check) over one profile."""
+    run = _start(request, mode="apply", profiles=[store.key])
+    return redirect("run", run.pk)
+
+
+@require_GET
+def run_detail(request, pk):
+    """A run's progress (polled by htmx while it runs) and its report."""
+    run = get_object_or_404(HealRun, pk=pk)
+    context = {"run": run, "report": run.report or {}, "finished": run.status in ("done", "failed")}
+    if request.htmx:
+        return render(request, "sessions/run.html#run-status", context)
+    return render(request, "sessions/run.html", context)
+
+
+@require_GET
+def run_list(request):
+    runs = HealRun.objects.select_related("actor")[:100]
+    return render(request, "sessions/runs.html", {"runs": runs})
+
+
+def _finding_for(store, session_id, code):
+    if code not in CHECKS:
+        raise Http404("Unknown check")
+    report = run_store_checks(store, session_id=session_id, only=[code])
+    for finding in report.findings:
+        if finding.session_id == session_id and finding.heal:
+            return finding
+    return None
+
+
+@require_GET
+@store_view
+def repair_preview(request, store, session_id):
+    """The concrete plan for one finding, and the form to apply it."""
+    code = request.GET.get("check", "")
+    finding = _finding_for(store, session_id, code)
+    plan = token = None
+    if finding is not None:
+        with store.read() as conn:
+            plan = plan_for(store, conn, store.capabilities(conn), finding)
+        if plan is not None:
+            token = signing.dumps(asdict(plan), salt=PLAN_SALT, compress=True)
+    return render(request, "sessions/repair.html", {
+        "store": store, "session_id": session_id, "check": CHECKS[code], "finding": finding,
+        "plan": plan, "token": token,
+    })
+
+
+@require_POST
+@store_view
+def repair_apply(request, store, session_id):
+    """Apply the previewed (signed) plan as a background job."""
+    try:
+        data = signing.loads(request.POST.get("plan", ""), salt=PLAN_SALT, max_age=PLAN_MAX_AGE)
+    except signing.SignatureExpired:
+        flash.warning(request, "That preview is more than an hour old; here is a fresh one.")
+        url = reverse("repair_preview", args=[store.key, session_id])
+        return redirect(f"{url}?{urlencode({'check': request.POST.get('check', '')})}")
+    except signing.BadSignature:
+        raise Http404("Invalid plan")
+    if data.get("profile") != store.key or data.get("session_id") != session_id:
+        raise Http404("Plan does not belong here")
+    run = _start(request, mode="apply", profiles=[store.key], plans=[data], only=[data["check"]])
+    return redirect("run", run.pk)

@@ -1,0 +1,193 @@
+"""Issue 3's cases, repair side: heal_sessions --apply on real-release stores.
+
+Each store is a copy written by the real hermes-agent release, aged 40 days (its
+agents long gone), then damaged the way it happens in the field.
+"""
+
+import hashlib
+import sqlite3
+import time
+
+import pytest
+
+from sessions_app.models import AuditEvent
+from tests.checks.helpers import damage, hermes
+from tests.conftest import IDS
+
+from .conftest import DAY, heal, profile_entry, store
+
+pytestmark = pytest.mark.django_db
+
+MODERN = ["default", "edge"]  # 0.19.0 and the newest shape
+
+
+def rows(s, sql, params=()):
+    with s.read() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def actions(report, key, name=None):
+    return [a for a in profile_entry(report, key)["actions"] if name is None or a["action"] == name]
+
+
+@pytest.mark.parametrize("profile", ["default", "edge", "archive"])
+def test_orphan_messages_get_their_session_row_back(aged_home, profile):
+    s = store(aged_home, profile)
+    sid = IDS["long"]
+    before = rows(s, "SELECT id, role, CAST(content AS BLOB), timestamp FROM messages WHERE session_id = ? ORDER BY id", (sid,))
+    with damage(s) as db:
+        db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+    code, report = heal("--profile", profile, "--only", "orphan_messages", "--apply", "--json")
+    [done] = actions(report, profile, "recreate_session_row")
+    assert done["status"] == "applied", done
+    assert profile_entry(report, profile)["findings"] == [] and code == 0
+    [(source, started)] = rows(s, "SELECT source, started_at FROM sessions WHERE id = ?", (sid,))
+    assert source == "unknown" and started == min(r[3] for r in before)
+    after = rows(s, "SELECT id, role, CAST(content AS BLOB), timestamp FROM messages WHERE session_id = ? ORDER BY id", (sid,))
+    assert after == before  # every message still there, once, untouched
+
+    event = AuditEvent.objects.get(action="recreate_session_row", outcome="applied")
+    assert event.profile == profile and event.session_ids == [sid] and event.rows_changed == 1
+    backup = event.backup_path
+    assert backup and profile_entry(report, profile)["backup"] == backup
+    data = open(backup, "rb").read()
+    assert hashlib.sha256(data).hexdigest() == event.backup_sha256 and len(data) == event.backup_size
+    copy = sqlite3.connect(backup)
+    assert copy.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert copy.execute("SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)).fetchone() == (0,)  # taken before
+    copy.close()
+
+    code, again = heal("--profile", profile, "--only", "orphan_messages", "--apply", "--json")
+    assert again["summary"]["applied"] == 0 and code == 0
+
+
+def test_reopen_compression_parent_without_continuation(aged_home):
+    s = store(aged_home, "default")
+    mid, tip = IDS["compress_mid"], IDS["compress_tip"]
+    with damage(s) as db:  # the continuation was lost: its rows removed with FKs off
+        db.execute("DELETE FROM messages WHERE session_id = ?", (tip,))
+        db.execute("DELETE FROM sessions WHERE id = ?", (tip,))
+    code, report = heal("--profile", "default", "--only", "compression_without_continuation", "--apply", "--json")
+    [done] = actions(report, "default", "reopen_compression_parent")
+    assert done["status"] == "applied" and done["session_id"] == mid
+    assert rows(s, "SELECT ended_at, end_reason FROM sessions WHERE id = ?", (mid,)) == [(None, None)]
+
+
+def test_reopen_is_skipped_while_a_compression_lock_is_held(aged_home):
+    s = store(aged_home, "default")
+    mid, tip = IDS["compress_mid"], IDS["compress_tip"]
+    with damage(s) as db:
+        db.execute("DELETE FROM messages WHERE session_id = ?", (tip,))
+        db.execute("DELETE FROM sessions WHERE id = ?", (tip,))
+    hermes(s, f"""
+holder = f"pid={{os.getpid()}}:tid={{threading.get_ident()}}:agent=1:nonce=abc"
+assert db.try_acquire_compression_lock({mid!r}, holder, ttl_seconds=3600)
+""")
+    before = rows(s, "SELECT ended_at, end_reason FROM sessions WHERE id = ?", (mid,))
+    code, report = heal("--profile", "default", "--only", "compression_without_continuation", "--apply", "--json")
+    reopen = actions(report, "default", "reopen_compression_parent")
+    # Either the check already spares a locked session, or the action refuses it.
+    assert all(a["status"] == "skipped" and "compression_lock" in a["reason"] for a in reopen)
+    assert rows(s, "SELECT ended_at, end_reason FROM sessions WHERE id = ?", (mid,)) == before
+    assert not AuditEvent.objects.filter(outcome="applied").exists()
+
+
+@pytest.mark.parametrize("profile", MODERN)
+def test_duplicate_user_message_is_hidden_and_counted_out(aged_home, profile):
+    s = store(aged_home, profile)
+    sid = IDS["long"]
+    [(mid, content, ts)] = rows(s, "SELECT id, content, timestamp FROM messages WHERE session_id = ? AND role = 'user' "
+                                   "ORDER BY id LIMIT 1", (sid,))
+    with damage(s) as db:
+        db.execute("UPDATE messages SET platform_message_id = 'tg-77' WHERE id = ?", (mid,))
+        copy = db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, ?)",
+                          (sid, content, ts)).lastrowid
+    total = rows(s, "SELECT COUNT(*) FROM messages")[0][0]
+    code, report = heal("--profile", profile, "--only", "duplicate_live_rows", "--apply", "--json")
+    [done] = actions(report, profile, "hide_duplicates")
+    assert done["status"] == "applied", done
+    assert rows(s, "SELECT id, active FROM messages WHERE id IN (?, ?) ORDER BY id", (mid, copy)) == [(mid, 1), (copy, 0)]
+    assert rows(s, "SELECT COUNT(*) FROM messages")[0][0] == total  # hidden, not deleted
+    active = rows(s, "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1", (sid,))[0][0]
+    assert rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,)) == [(active,)]
+    # The compacted generation beside its active copy was never a duplicate.
+    assert not [a for a in actions(report, profile, "hide_duplicates") if a["session_id"] == IDS["compacted"]]
+
+
+def test_stale_cli_session_is_closed_but_pinned_and_messaging_ones_are_left(aged_home):
+    s = store(aged_home, "edge")
+    with damage(s) as db:
+        for table, col in (("sessions", "started_at"), ("sessions", "last_activity_at")):
+            db.execute(f"UPDATE {table} SET {col} = {col} - ?", (80 * DAY,))
+        db.execute("UPDATE messages SET timestamp = timestamp - ?", (80 * DAY,))
+        db.execute("UPDATE sessions SET pinned = 1 WHERE id = ?", (IDS["branch_child"],))
+    code, report = heal("--profile", "edge", "--only", "stale_open", "--apply", "--json")
+    closed = {a["session_id"] for a in actions(report, "edge", "close_stale_session") if a["status"] == "applied"}
+    assert IDS["compress_tip"] in closed
+    assert IDS["branch_child"] not in closed and IDS["telegram_open"] not in closed
+    [(ended, reason)] = rows(s, "SELECT ended_at, end_reason FROM sessions WHERE id = ?", (IDS["compress_tip"],))
+    assert reason == "startup_orphan_reap" and abs(ended - time.time()) < 600
+    assert rows(s, "SELECT ended_at FROM sessions WHERE id IN (?, ?)", (IDS["branch_child"], IDS["telegram_open"])) == [(None,), (None,)]
+
+
+def test_usage_without_transcript_is_never_treated_as_empty(aged_home):
+    s = store(aged_home, "default")
+    sid = "20260301_210000_ab12cd"
+    hermes(s, f"""
+db.create_session({sid!r}, 'cli')
+db.update_token_counts({sid!r}, input_tokens=5000, output_tokens=700, api_call_count=7)
+db.end_session({sid!r}, 'cli_close')
+""")
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET started_at = started_at - ?, ended_at = ended_at - ? WHERE id = ?", (40 * DAY, 40 * DAY, sid))
+    before = rows(s, "SELECT * FROM sessions WHERE id = ?", (sid,))
+    code, report = heal("--profile", "default", "--apply", "--json")
+    found = [f for f in profile_entry(report, "default")["findings"] if f["session_id"] == sid]
+    assert [f["check"] for f in found] == ["usage_without_transcript"] and found[0]["heal"] is None
+    assert not [a for a in actions(report, "default") if a["session_id"] == sid]
+    assert rows(s, "SELECT * FROM sessions WHERE id = ?", (sid,)) == before
+
+
+def test_continuation_inherits_only_null_routing_columns(aged_home):
+    s = store(aged_home, "default")
+    parent, child = IDS["telegram_open"], "20260301_200000_7e3f9a22"
+    hermes(s, f"""
+db.end_session({parent!r}, 'compression')
+db.create_session({child!r}, 'telegram', parent_session_id={parent!r})
+db.append_message({child!r}, 'user', 'and the day after?')
+""")
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET chat_type = 'group', started_at = started_at - ? WHERE id = ?", (40 * DAY, child))
+        db.execute("UPDATE messages SET timestamp = timestamp - ? WHERE session_id = ?", (40 * DAY, child))
+        db.execute("UPDATE sessions SET ended_at = ended_at - ? WHERE id = ?", (40 * DAY, parent))
+    parent_row = rows(s, "SELECT session_key, chat_id, chat_type FROM sessions WHERE id = ?", (parent,))[0]
+    code, report = heal("--profile", "default", "--only", "missing_routing_identity", "--apply", "--json")
+    [done] = actions(report, "default", "inherit_routing_identity")
+    assert done["status"] == "applied", done
+    key, chat, chat_type = rows(s, "SELECT session_key, chat_id, chat_type FROM sessions WHERE id = ?", (child,))[0]
+    assert (key, chat) == parent_row[:2] and chat_type == "group"  # set before: kept
+
+
+def test_check_mode_writes_nothing_anywhere(aged_home, data_dir):
+    s = store(aged_home, "default")
+    with damage(s) as db:
+        db.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
+    files = {p: p.read_bytes() for p in aged_home.rglob("*") if p.is_file()}
+    code, report = heal("--all-profiles", "--json")
+    assert code == 1 and report["mode"] == "check"
+    assert [a["status"] for a in actions(report, "default", "recreate_session_row")] == ["planned"]
+    assert {p: p.read_bytes() for p in aged_home.rglob("*") if p.is_file() and not p.name.endswith(("-wal", "-shm"))} == \
+        {p: b for p, b in files.items() if not p.name.endswith(("-wal", "-shm"))}
+    assert not (data_dir / "backups").exists() and not (data_dir / "trash").exists()
+    assert not AuditEvent.objects.exists()
+
+
+def test_a_second_run_changes_nothing(aged_home):
+    s = store(aged_home, "default")
+    with damage(s) as db:
+        db.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
+        db.execute("UPDATE sessions SET message_count = 99 WHERE id = ?", (IDS["cli_main"],))
+    code, first = heal("--all-profiles", "--apply", "--json")
+    assert first["summary"]["applied"] >= 2 and first["summary"]["failed"] == 0
+    code, second = heal("--all-profiles", "--apply", "--json")
+    assert second["summary"]["applied"] == 0 and second["summary"]["failed"] == 0
