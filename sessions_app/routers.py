@@ -9,7 +9,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 
 def _is_store_model(model) -> bool:
-    return model._meta.app_label == "sessions_app" and not model._meta.managed
+    meta = getattr(model, "_meta", None)
+    return meta is not None and meta.app_label == "sessions_app" and not meta.managed
 
 
 class StoreRouter:
@@ -28,7 +29,7 @@ class StoreRouter:
         raise ImproperlyConfigured(f"{model.__name__} lives in a Hermes store: query it with .using(store.alias)")
 
     def allow_relation(self, obj1, obj2, **hints):
-        if _is_store_model(type(obj1)) or _is_store_model(type(obj2)):
+        if _is_store_model(obj1) or _is_store_model(obj2):
             return obj1._state.db == obj2._state.db
         return None
 

@@ -84,8 +84,8 @@ class CounterDrift(Check):
         "The session's stored message_count (or tool_call_count) is not what its active rows add "
         "up to. Lists and size guards use these counters, so the session shows the wrong size. "
         "Recounting sets them from the rows. Known upstream behaviour is reported as info: "
-        "releases 0.17-0.19 do not lower message_count when /undo rewinds rows, and some upstream "
-        "recount paths count tool calls differently."
+        "releases 0.17-0.19 do not lower message_count when /undo rewinds rows. Both upstream ways "
+        "of counting tool calls are accepted."
     )
 
     def run(self, ctx):
@@ -132,6 +132,7 @@ class CounterDrift(Check):
                     severity = "warning"
             if tools != calls and tools != alt:
                 problems.append(f"tool_call_count is {tools} but active rows hold {plural(calls, 'tool call')}")
+                severity = "warning"
             yield self.finding(sid, abs(count - active) or abs(tools - calls), "; ".join(problems), evidence,
                                severity=severity)
 
