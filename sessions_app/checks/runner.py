@@ -148,7 +148,7 @@ def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now
         # session "maybe live") and let the other checks say what they can.
         _fail(report, exc)
         liveness = LiveIndex()
-        liveness.store_wide.append(Evidence("activity", f"liveness could not be read: {exc}"))
+        liveness.store_wide.append(Evidence("unknown", f"liveness could not be read: {exc}"))
     ctx = CheckContext(store=store, conn=conn, caps=caps, now=now, thresholds=thresholds,
                        liveness=liveness, other_stores=other_stores, session_id=session_id)
     for check in checks:

@@ -67,7 +67,7 @@ class Evidence:
     """One reason to think a session may be live.
 
     ``source``: ``turn_lease`` | ``compression_lock`` | ``registry`` | ``gateway``
-    | ``activity``. ``age_seconds``: seconds since the evidence was produced
+    | ``activity`` (| ``unknown`` when a caller could not read the evidence at all). ``age_seconds``: seconds since the evidence was produced
     (lease acquired, registry entry started, heartbeat, last activity) or None.
     ``holder_pid``: the process named by the evidence, if any. ``holder_dead``:
     True = provably dead, False = alive, None = not probed / not applicable.

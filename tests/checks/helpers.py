@@ -10,6 +10,7 @@ that then dies.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sqlite3
 import subprocess
@@ -61,6 +62,9 @@ def damage(store: Store):
 
 
 def findings(report, code: str | None = None, session_id: str | None = None) -> list:
+    """Findings of ``report``, optionally one code / one session. Every report
+    looked at must be JSON-ready (``heal_sessions --json`` prints it)."""
+    json.dumps(report.to_dict())
     return [f for f in report.findings
             if (code is None or f.check == code) and (session_id is None or f.session_id == session_id)]
 

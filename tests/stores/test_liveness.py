@@ -61,6 +61,19 @@ def test_turn_lease_on_the_root_covers_the_whole_chain(edge):
     assert verdict(edge, IDS["branch_child"], now).verdict == "not_live"
 
 
+def test_root_lease_covers_every_continuation(edge):
+    """Two open continuations of one parent (a race): the root's lease covers both,
+    whichever one upstream's chain walk would pick."""
+    now = newest_timestamp(edge) + 2 * HOUR
+    with damage(edge) as db:
+        db.execute("INSERT INTO sessions(id, source, parent_session_id, started_at, profile_name) "
+                   "VALUES ('20260301_113000_c9c9c9', 'cli', ?, ?, 'edge')", (IDS["compress_mid"], now - 3 * HOUR))
+        db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=4242:turn=8', ?, ?)",
+                   (IDS["compress_root"], now - 20, now + 280))
+    assert verdict(edge, "20260301_113000_c9c9c9", now).verdict == "live"
+    assert verdict(edge, IDS["compress_tip"], now).verdict == "live"
+
+
 def test_expired_lease_is_no_evidence(edge):
     now = newest_timestamp(edge) + 2 * HOUR
     with damage(edge) as db:
