@@ -28,8 +28,11 @@ from pathlib import Path
 # --------------------------------------------------------------------------- ids
 # Fixed, readable ids in Hermes' format: YYYYMMDD_HHMMSS_<hex>, 6 hex for CLI-side
 # sessions (cli, subagent), 8 hex for gateway sessions; cron uses
-# cron_<12-hex job id>_<YYYYmmdd_HHMMSS>. Ids are per store, so every store
-# reuses them. Keys are the "kind" labels the manifest and tests use.
+# cron_<12-hex job id>_<YYYYmmdd_HHMMSS>. Keys are the "kind" labels the manifest
+# and tests use. These are the BASE ids (= the default profile's); every profile
+# gets its own by swapping the date (``session_ids(profile)``): real ids embed a
+# timestamp and random hex, so one id in two profiles is rare and meaningful
+# (id_collision flags it), and the fixture must not fake that everywhere.
 SESSION_IDS = {
     "cli_main": "20260301_090000_a1b2c3",        # ended cli_close, tool call, reasoning, tokens
     "delegate_child": "20260301_090500_b4c5d6",  # subagent child of cli_main
@@ -47,6 +50,34 @@ SESSION_IDS = {
     "undo": "20260301_160000_0d0ba5",            # one rewound row (needs rewind API)
     "compacted": "20260301_170000_c0ffee",       # in-place compaction (needs archive API)
 }
+BASE_DATE = "20260301"
+# profile -> the date part of its session ids (make_fixtures.PROFILES has the same names).
+PROFILE_DATES = {
+    "default": "20260301",
+    "ops": "20260302",
+    "research": "20260303",
+    "legacy": "20260304",
+    "archive": "20260305",
+    "edge": "20260306",
+}
+
+
+def session_id(profile: str, base_id: str) -> str:
+    """*base_id* (any id with the base date, including ones not in SESSION_IDS)
+    as written into *profile*'s store: the date part becomes the profile's date."""
+    try:
+        date = PROFILE_DATES[profile]
+    except KeyError:
+        raise ValueError(f"no id date for profile {profile!r}; add it to PROFILE_DATES") from None
+    if base_id.count(BASE_DATE) != 1:
+        raise ValueError(f"{base_id!r} does not hold the base date {BASE_DATE} exactly once")
+    return base_id.replace(BASE_DATE, date)
+
+
+def session_ids(profile: str) -> dict[str, str]:
+    """kind -> session id in *profile*'s store."""
+    return {kind: session_id(profile, sid) for kind, sid in SESSION_IDS.items()}
+
 
 MODEL = "anthropic/claude-sonnet-4"
 SYSTEM_PROMPT = "You are Hermes, a helpful agent running in a fixture."
@@ -152,7 +183,7 @@ def plan(profile: str, release: str) -> list[dict]:
     before that a delegate child inherited the parent's platform ('cli').
     """
     modern = release_tuple(release) >= (0, 17, 0)
-    ids = SESSION_IDS
+    ids = session_ids(profile)
     base_config = {"max_iterations": 90, "reasoning_config": None}
     specs: list[dict] = []
 

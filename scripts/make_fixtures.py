@@ -18,6 +18,10 @@ Output layout (wiped and rebuilt on every run)::
     <out>/profiles/<name>/{config.yaml,state.db,sessions/sessions.json}
         ops 0.18.2, research 0.17.0, legacy 0.15.0, archive 0.13.0, edge newest
     <out>/manifest.json                                       see describe_store()
+        top-level "session_ids" (kind -> id) are the default profile's; each
+        profiles[<name>]["session_ids"] holds that profile's own ids (the kinds
+        its store holds, the profile's date in the id: fixture_driver.session_ids),
+        so no session id is shared between two profiles.
 
 Every store is closed with its WAL checkpointed: no ``state.db-wal`` / ``-shm``
 files are left, so the fixture is just the main database files.
@@ -328,7 +332,7 @@ def settle_wal(db: Path) -> None:
     assert not left, f"{db}: WAL sidecars remain: {left}"
 
 
-def describe_store(db: Path) -> dict:
+def describe_store(db: Path, profile: str) -> dict:
     """Manifest entry computed from the written file with plain sqlite3.
 
     Shape: {schema_version, sessions, messages, active_messages, tables,
@@ -337,7 +341,7 @@ def describe_store(db: Path) -> dict:
     ended, end_reason}}}. ``active_messages`` equals ``message_count`` on stores
     without an ``active`` column (releases before 0.17.0).
     """
-    kinds = {v: k for k, v in fd.SESSION_IDS.items()}
+    kinds = {v: k for k, v in fd.session_ids(profile).items()}
     conn = sqlite3.connect(db)
     try:
         has_active = any(r[1] == "active" for r in conn.execute("PRAGMA table_info(messages)"))
@@ -402,6 +406,8 @@ def main(argv=None) -> int:
     out, cache = args.out.resolve(), args.cache.resolve()
     cache.mkdir(parents=True, exist_ok=True)
 
+    if set(PROFILES) != set(fd.PROFILE_DATES):
+        raise SystemExit("PROFILES and fixture_driver.PROFILE_DATES must name the same profiles")
     releases = sorted({r for r in PROFILES.values() if r != "edge"})
     with ThreadPoolExecutor(max_workers=len(releases)) as pool:
         pythons = dict(zip(releases, pool.map(lambda r: ensure_venv(r, cache), releases)))
@@ -410,7 +416,9 @@ def main(argv=None) -> int:
     manifest = {
         "generated_by": "scripts/make_fixtures.py",
         "layout": "Hermes home: default profile at the root, named profiles under profiles/<name>/",
-        "session_ids": fd.SESSION_IDS,
+        # The default profile's ids (kept for older readers); every profile's own
+        # ids are in profiles[<name>]["session_ids"].
+        "session_ids": fd.session_ids("default"),
         "profiles": {},
     }
     for profile, release in PROFILES.items():
@@ -427,16 +435,25 @@ def main(argv=None) -> int:
             "home": str(home.relative_to(out)) if home != out else ".",
             "db": str(db.relative_to(out)),
             "routing_scope": fd.routing_scope(profile),
+            "session_ids": {},  # filled below: kind -> id, the kinds this store holds
             "skipped": report["skipped"],
             "dropped_kwargs": report["dropped_kwargs"],
         }
-        entry.update(describe_store(db))
+        entry.update(describe_store(db, profile))
+        entry["session_ids"] = {kind: sid for kind, sid in fd.session_ids(profile).items()
+                                if sid in entry["sessions_by_id"]}
         settle_wal(db)
         manifest["profiles"][profile] = entry
         log(f"[store] {profile:9s} {release:7s} schema {entry['schema_version']:>2} "
             f"{entry['sessions']:>2} sessions {entry['messages']:>3} messages "
             f"{db.stat().st_size // 1024} KiB; dropped {report['dropped_kwargs'] or '-'}")
 
+    # Ids are per profile (fixture_driver.PROFILE_DATES): none may sit in two stores.
+    seen: dict[str, str] = {}
+    for profile, entry in manifest["profiles"].items():
+        for sid in entry["sessions_by_id"]:
+            assert sid not in seen, f"session id {sid} is in both {seen[sid]} and {profile}"
+            seen[sid] = profile
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     log(f"[done] {out} {total / 1024:.0f} KiB in {time.monotonic() - started:.1f}s")

@@ -17,7 +17,14 @@ from sessions_app.stores import registry
 FIXTURE_HOME = Path(__file__).parent / "fixtures" / "hermes_home"
 MANIFEST = json.loads((FIXTURE_HOME / "manifest.json").read_text())
 PROFILES = list(MANIFEST["profiles"])
-IDS = MANIFEST["session_ids"]
+IDS = MANIFEST["session_ids"]  # the default profile's ids (kind -> id)
+
+
+def ids(profile: str) -> dict:
+    """kind -> session id in ``profile``'s fixture store. Every profile has its own
+    ids (the profile's date in the id), so no session id is shared across profiles;
+    a kind the store's release could not write (e.g. ``undo`` before 0.17) is absent."""
+    return MANIFEST["profiles"][profile]["session_ids"]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from sessions_app.models import AuditEvent
 from tests.checks.helpers import damage, hermes
-from tests.conftest import IDS
+from tests.conftest import IDS, ids
 
 from .conftest import DAY, heal, profile_entry, store
 
@@ -33,7 +33,7 @@ def actions(report, key, name=None):
 @pytest.mark.parametrize("profile", ["default", "edge", "archive"])
 def test_orphan_messages_get_their_session_row_back(aged_home, profile):
     s = store(aged_home, profile)
-    sid = IDS["long"]
+    sid = ids(profile)["long"]
     before = rows(s, "SELECT id, role, CAST(content AS BLOB), timestamp FROM messages WHERE session_id = ? ORDER BY id", (sid,))
     with damage(s) as db:
         db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
@@ -94,8 +94,9 @@ assert db.try_acquire_compression_lock({mid!r}, holder, ttl_seconds=3600)
 
 @pytest.mark.parametrize("profile", MODERN)
 def test_duplicate_user_message_is_hidden_and_counted_out(aged_home, profile):
+    sids = ids(profile)
     s = store(aged_home, profile)
-    sid = IDS["long"]
+    sid = sids["long"]
     [(mid, content, ts)] = rows(s, "SELECT id, content, timestamp FROM messages WHERE session_id = ? AND role = 'user' "
                                    "ORDER BY id LIMIT 1", (sid,))
     with damage(s) as db:
@@ -111,23 +112,24 @@ def test_duplicate_user_message_is_hidden_and_counted_out(aged_home, profile):
     active = rows(s, "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1", (sid,))[0][0]
     assert rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,)) == [(active,)]
     # The compacted generation beside its active copy was never a duplicate.
-    assert not [a for a in actions(report, profile, "hide_duplicates") if a["session_id"] == IDS["compacted"]]
+    assert not [a for a in actions(report, profile, "hide_duplicates") if a["session_id"] == sids["compacted"]]
 
 
 def test_stale_cli_session_is_closed_but_pinned_and_messaging_ones_are_left(aged_home):
+    sids = ids("edge")
     s = store(aged_home, "edge")
     with damage(s) as db:
         for table, col in (("sessions", "started_at"), ("sessions", "last_activity_at")):
             db.execute(f"UPDATE {table} SET {col} = {col} - ?", (80 * DAY,))
         db.execute("UPDATE messages SET timestamp = timestamp - ?", (80 * DAY,))
-        db.execute("UPDATE sessions SET pinned = 1 WHERE id = ?", (IDS["branch_child"],))
+        db.execute("UPDATE sessions SET pinned = 1 WHERE id = ?", (sids["branch_child"],))
     code, report = heal("--profile", "edge", "--only", "stale_open", "--apply", "--json")
     closed = {a["session_id"] for a in actions(report, "edge", "close_stale_session") if a["status"] == "applied"}
-    assert IDS["compress_tip"] in closed
-    assert IDS["branch_child"] not in closed and IDS["telegram_open"] not in closed
-    [(ended, reason)] = rows(s, "SELECT ended_at, end_reason FROM sessions WHERE id = ?", (IDS["compress_tip"],))
+    assert sids["compress_tip"] in closed
+    assert sids["branch_child"] not in closed and sids["telegram_open"] not in closed
+    [(ended, reason)] = rows(s, "SELECT ended_at, end_reason FROM sessions WHERE id = ?", (sids["compress_tip"],))
     assert reason == "startup_orphan_reap" and abs(ended - time.time()) < 600
-    assert rows(s, "SELECT ended_at FROM sessions WHERE id IN (?, ?)", (IDS["branch_child"], IDS["telegram_open"])) == [(None,), (None,)]
+    assert rows(s, "SELECT ended_at FROM sessions WHERE id IN (?, ?)", (sids["branch_child"], sids["telegram_open"])) == [(None,), (None,)]
 
 
 def test_usage_without_transcript_is_never_treated_as_empty(aged_home):

@@ -5,8 +5,8 @@ import pytest
 from sessions_app.checks import registry, run_store_checks
 from sessions_app.checks.base import SEVERITIES
 
-from ..conftest import PROFILES
-from .helpers import all_stores, findings, newest_timestamp, serious, store_of
+from ..conftest import PROFILES, ids
+from .helpers import all_stores, damage, findings, newest_timestamp, serious, store_of
 
 DESIGN_CODES = {
     # design.md section 3, store level
@@ -69,10 +69,10 @@ def test_pristine_store_findings_are_json_ready(hermes_home, profile):
     json.dumps(report.to_dict())
 
 
-def test_old_release_rewind_is_info_not_drift(hermes_home, manifest):
+def test_old_release_rewind_is_info_not_drift(hermes_home):
     """0.17-0.19 rewind_to_message leaves message_count alone (docs/store-notes.md)."""
-    undo = manifest["session_ids"]["undo"]
     for profile in ("default", "ops", "research"):
+        undo = ids(profile)["undo"]
         store = store_of(hermes_home, profile)
         [f] = findings(run_store_checks(store, now=newest_timestamp(store) + 7200, only=["counter_drift"]))
         assert (f.session_id, f.severity, f.heal) == (undo, "info", "recount_session")
@@ -80,14 +80,32 @@ def test_old_release_rewind_is_info_not_drift(hermes_home, manifest):
         assert f.evidence["message_count"] - f.evidence["active_rows"] == f.evidence["rewound_rows"] == 1
 
 
-def test_fixture_home_reuses_ids_across_profiles(hermes_home, manifest):
-    """The fixture writes the same ids into every store, so checked together every
-    session collides: id_collision detects exactly that."""
+def test_fixture_ids_are_distinct_across_profiles(hermes_home, manifest):
+    """Like real Hermes ids (timestamp + random hex), every profile's ids are its own
+    (the profile's date in the id): checked together, the pristine stores have no
+    id_collision."""
+    every = [sid for p in manifest["profiles"].values() for sid in p["sessions_by_id"]]
+    assert len(every) == len(set(every))
     stores = all_stores(hermes_home)
-    default = next(s for s in stores if s.key == "default")
-    ops = next(s for s in stores if s.key == "ops")
-    report = run_store_checks(default, only=["id_collision"], other_stores=[ops, default],
-                              now=newest_timestamp(default) + 7200)
-    ids = {f.session_id for f in report.findings}
-    assert ids == set(manifest["profiles"]["ops"]["sessions_by_id"]) & set(manifest["profiles"]["default"]["sessions_by_id"])
-    assert all(f.evidence["other_stores"][0]["profile"] == "ops" for f in report.findings)
+    for store in stores:
+        report = run_store_checks(store, only=["id_collision"], other_stores=stores,
+                                  now=newest_timestamp(store) + 7200)
+        assert report.status == "ok" and report.findings == [], store.key
+
+
+def test_a_session_copied_into_another_profile_collides(hermes_home):
+    """A session row copied by hand into another profile's store (or a move that
+    stopped halfway): each of the two stores reports the other, and only that id."""
+    stores = {s.key: s for s in all_stores(hermes_home)}
+    default, ops = stores["default"], stores["ops"]
+    sid = ids("default")["cli_main"]
+    with default.read() as conn:
+        row = conn.execute("SELECT id, source, started_at FROM sessions WHERE id = ?", (sid,)).fetchone()
+    with damage(ops) as db:
+        db.execute("INSERT INTO sessions (id, source, started_at) VALUES (?, ?, ?)", row)
+    for store, other in ((default, "ops"), (ops, "default")):
+        report = run_store_checks(store, only=["id_collision"], other_stores=list(stores.values()),
+                                  now=newest_timestamp(store) + 7200)
+        [f] = findings(report)
+        assert (f.session_id, f.severity, f.count) == (sid, "warning", 1)
+        assert [o["profile"] for o in f.evidence["other_stores"]] == [other]

@@ -10,11 +10,10 @@ import time
 import pytest
 
 from sessions_app.checks import run_store_checks
+from tests.conftest import IDS, ids
 
 from .helpers import damage, findings, hermes, newest_timestamp, own_pidns
 
-IDS = json.loads((__import__("pathlib").Path(__file__).parents[1] / "fixtures/hermes_home/manifest.json")
-                 .read_text())["session_ids"]
 HOUR = 3600
 DAY = 86400
 
@@ -59,8 +58,9 @@ assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=86400)
 
 def test_unanswered_turn_not_flagged_under_a_turn_lease(store):
     """Newest shape: an unexpired turn lease on the lineage root covers the tip."""
+    sids = ids("edge")
     s = store("edge")
-    tip = IDS["compress_tip"]
+    tip = sids["compress_tip"]
     now = newest_timestamp(s) + 2 * HOUR
     with damage(s) as db:
         db.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', 'Run them again.', ?)",
@@ -69,7 +69,7 @@ def test_unanswered_turn_not_flagged_under_a_turn_lease(store):
     assert [f.session_id for f in findings(run_store_checks(s, now=now), "unanswered_turn")] == [tip]
     with damage(s) as db:
         db.execute("INSERT INTO session_turn_leases VALUES (?, ?, ?, ?)",
-                   (IDS["compress_root"], f"pid=1:pidns={own_pidns()}:turn=t1:platform=cli", now - 10, now + 290))
+                   (sids["compress_root"], f"pid=1:pidns={own_pidns()}:turn=t1:platform=cli", now - 10, now + 290))
     assert not findings(run_store_checks(s, now=now), "unanswered_turn")
 
 
@@ -92,7 +92,7 @@ db.append_message({child!r}, 'assistant', 'Answer 31: 961.')
 
 def test_turn_ending_on_a_tool_result_is_info(store):
     s = store("research")
-    sid = IDS["hostile"]
+    sid = ids("research")["hostile"]
     calls = [{"id": "call_t9", "type": "function", "function": {"name": "terminal", "arguments": "{}"}}]
     hermes(s, f"""
 db.append_message({sid!r}, 'user', 'run it')
@@ -106,7 +106,7 @@ db.append_message({sid!r}, 'tool', 'done', tool_call_id='call_t9', tool_name='te
 
 def test_back_to_back_user_rows(store):
     s = store("ops")
-    sid = IDS["cli_main"]
+    sid = ids("ops")["cli_main"]
     hermes(s, f"""
 db.append_message({sid!r}, 'user', 'first prompt')
 db.append_message({sid!r}, 'user', 'second prompt, no reply to the first')
@@ -120,29 +120,31 @@ db.append_message({sid!r}, 'assistant', 'Answering the second.')
 
 @pytest.mark.parametrize("profile", ["default", "archive"])
 def test_session_row_removed_with_foreign_keys_off(store, profile):
+    sids = ids(profile)
     s = store(profile)
-    sid = IDS["cli_main"]
+    sid = sids["cli_main"]
     with s.read() as conn:
-        ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
+        message_ids = [r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
         earliest = conn.execute("SELECT MIN(timestamp) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
     with damage(s) as db:
         db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
     report = run_store_checks(s, now=newest_timestamp(s) + 2 * HOUR)
     [f] = findings(report, "orphan_messages")
-    assert (f.session_id, f.severity, f.heal, f.count) == (sid, "critical", "recreate_session_row", len(ids))
-    assert f.evidence["message_ids"] == ids and f.evidence["earliest_timestamp"] == earliest
-    assert f"ids {ids[0]}-{ids[-1]}" in f.detail
+    assert (f.session_id, f.severity, f.heal, f.count) == (sid, "critical", "recreate_session_row", len(message_ids))
+    assert f.evidence["message_ids"] == message_ids and f.evidence["earliest_timestamp"] == earliest
+    assert f"ids {message_ids[0]}-{message_ids[-1]}" in f.detail
     # its delegate child now points at a missing parent
     [d] = findings(report, "dangling_parent")
-    assert d.session_id == IDS["delegate_child"] and d.evidence["parent_session_id"] == sid
+    assert d.session_id == sids["delegate_child"] and d.evidence["parent_session_id"] == sid
 
 
 def test_lineage_cycle(store):
+    sids = ids("research")
     s = store("research")
     with damage(s) as db:
-        db.execute("UPDATE sessions SET parent_session_id = ? WHERE id = ?", (IDS["compress_tip"], IDS["compress_root"]))
+        db.execute("UPDATE sessions SET parent_session_id = ? WHERE id = ?", (sids["compress_tip"], sids["compress_root"]))
     report = run_store_checks(s, now=newest_timestamp(s) + 2 * HOUR, only=["lineage_cycle"])
-    assert {f.session_id for f in report.findings} == {IDS["compress_root"], IDS["compress_mid"], IDS["compress_tip"]}
+    assert {f.session_id for f in report.findings} == {sids["compress_root"], sids["compress_mid"], sids["compress_tip"]}
     assert all(f.severity == "critical" for f in report.findings)
 
 
@@ -187,7 +189,7 @@ def test_multiple_continuations(store):
 
 def test_counter_drift_is_a_warning_when_unexplained(store):
     s = store("edge")
-    sid = IDS["long"]
+    sid = ids("edge")["long"]
     with damage(s) as db:
         db.execute("UPDATE sessions SET message_count = 58 WHERE id = ?", (sid,))
     [f] = findings(run_store_checks(s, now=newest_timestamp(s) + 2 * HOUR), "counter_drift")
@@ -232,7 +234,7 @@ print(json.dumps([a, b]))
 
 def test_duplicate_keeps_the_copy_with_the_platform_id_even_when_later(store):
     s = store("ops")
-    sid = IDS["discord_open"]
+    sid = ids("ops")["discord_open"]
     out = hermes(s, f"""
 a = db.append_message({sid!r}, 'user', 'ping')
 b = db.append_message({sid!r}, 'user', 'ping', platform_message_id='555')
@@ -269,7 +271,7 @@ db.append_message({sid!r}, 'assistant', 'Anything else?')
 def test_exact_replay_later_in_the_session(store):
     """The same row flushed twice (same timestamp), one whole turn later."""
     s = store("edge")
-    sid = IDS["cli_main"]
+    sid = ids("edge")["cli_main"]
     with damage(s) as db:
         db.execute("INSERT INTO messages(session_id, role, content, timestamp, finish_reason) "
                    "SELECT session_id, role, content, timestamp, finish_reason FROM messages "
@@ -300,7 +302,7 @@ db.append_message({sid!r}, 'assistant', 'OK.')
 
 def test_timestamps_running_backwards(store):
     s = store("legacy")
-    sid = IDS["long"]
+    sid = ids("legacy")["long"]
     with damage(s) as db:
         db.execute("UPDATE messages SET timestamp = timestamp - 86400 WHERE id = "
                    "(SELECT id FROM messages WHERE session_id = ? ORDER BY id LIMIT 1 OFFSET 10)", (sid,))
@@ -311,27 +313,29 @@ def test_timestamps_running_backwards(store):
 # --------------------------------------------------------------------------- lifecycle
 
 def test_stale_open_cli_session(store):
+    sids = ids("edge")
     s = store("edge")
     now = newest_timestamp(s) + 120 * DAY
     with damage(s) as db:
-        db.execute("UPDATE sessions SET pinned = 1 WHERE id = ?", (IDS["branch_child"],))
+        db.execute("UPDATE sessions SET pinned = 1 WHERE id = ?", (sids["branch_child"],))
     report = run_store_checks(s, now=now, only=["stale_open"])
     flagged = {f.session_id for f in report.findings}
-    assert IDS["compress_tip"] in flagged
-    assert IDS["branch_child"] not in flagged  # pinned
-    assert IDS["telegram_open"] not in flagged and IDS["discord_open"] not in flagged  # messaging platforms
-    f = findings(report, session_id=IDS["compress_tip"])[0]
+    assert sids["compress_tip"] in flagged
+    assert sids["branch_child"] not in flagged  # pinned
+    assert sids["telegram_open"] not in flagged and sids["discord_open"] not in flagged  # messaging platforms
+    f = findings(report, session_id=sids["compress_tip"])[0]
     assert (f.severity, f.heal) == ("warning", "close_stale_session") and f.evidence["idle_seconds"] >= 119 * DAY
 
 
 def test_stale_open_spares_a_leased_session(store):
+    sids = ids("edge")
     s = store("edge")
     now = newest_timestamp(s) + 120 * DAY
     with damage(s) as db:
         db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=1:turn=9:platform=cli', ?, ?)",
-                   (IDS["undo"], now - 30, now + 270))
+                   (sids["undo"], now - 30, now + 270))
     flagged = {f.session_id for f in run_store_checks(s, now=now, only=["stale_open"]).findings}
-    assert IDS["undo"] not in flagged and IDS["compress_tip"] in flagged
+    assert sids["undo"] not in flagged and sids["compress_tip"] in flagged
 
 
 def test_placeholder_session(store):
@@ -361,29 +365,31 @@ db.append_message({child!r}, 'assistant', 'Nothing planned.')
 
 
 def test_missing_owner_only_in_named_profiles(store):
+    sids = ids("edge")
     edge, default = store("edge"), store("default")
     with damage(edge) as db:
-        db.execute("UPDATE sessions SET profile_name = NULL WHERE id = ?", (IDS["long"],))
+        db.execute("UPDATE sessions SET profile_name = NULL WHERE id = ?", (sids["long"],))
     [f] = findings(run_store_checks(edge, now=newest_timestamp(edge) + 2 * HOUR), "missing_owner")
-    assert (f.session_id, f.heal, f.evidence["expected_profile"]) == (IDS["long"], "stamp_owner", "edge")
+    assert (f.session_id, f.heal, f.evidence["expected_profile"]) == (sids["long"], "stamp_owner", "edge")
     # 0.19.0 leaves profile_name NULL in the default profile: upstream behaviour
     assert not findings(run_store_checks(default, now=newest_timestamp(default) + 2 * HOUR), "missing_owner")
 
 
 def test_owner_mismatch_kinds(store):
+    sids = ids("edge")
     s = store("edge")
     with damage(s) as db:
         db.execute("UPDATE sessions SET session_key = 'agent:ops:discord:group:98765:4242' WHERE id = ?",
-                   (IDS["discord_open"],))
+                   (sids["discord_open"],))
         db.execute("UPDATE sessions SET session_key = 'agent:ghost:slack:dm:D0SLACK01' WHERE id = ?",
-                   (IDS["slack_ended"],))
-        db.execute("UPDATE sessions SET profile_name = 'ops' WHERE id = ?", (IDS["telegram_open"],))
+                   (sids["slack_ended"],))
+        db.execute("UPDATE sessions SET profile_name = 'ops' WHERE id = ?", (sids["telegram_open"],))
     report = run_store_checks(s, now=newest_timestamp(s) + 2 * HOUR, only=["owner_mismatch"])
     by = {f.session_id: f for f in report.findings}
-    assert (by[IDS["discord_open"]].evidence["kind"], by[IDS["discord_open"]].heal) == ("wrong_store", "move_to_owner_store")
-    assert by[IDS["discord_open"]].evidence["target_profile"] == "ops"
-    assert (by[IDS["slack_ended"]].evidence["kind"], by[IDS["slack_ended"]].heal) == ("unclaimed_namespace", None)
-    assert (by[IDS["telegram_open"]].evidence["kind"], by[IDS["telegram_open"]].heal) == ("mislabelled", "stamp_owner")
+    assert (by[sids["discord_open"]].evidence["kind"], by[sids["discord_open"]].heal) == ("wrong_store", "move_to_owner_store")
+    assert by[sids["discord_open"]].evidence["target_profile"] == "ops"
+    assert (by[sids["slack_ended"]].evidence["kind"], by[sids["slack_ended"]].heal) == ("unclaimed_namespace", None)
+    assert (by[sids["telegram_open"]].evidence["kind"], by[sids["telegram_open"]].heal) == ("mislabelled", "stamp_owner")
     assert len(report.findings) == 3
 
 
@@ -425,7 +431,7 @@ def test_legacy_jsonl_longer_than_the_store(store):
 
 def test_jsonl_equal_to_the_store_is_fine(store):
     s = store("archive")
-    sid = IDS["cli_main"]
+    sid = ids("archive")["cli_main"]
     _write_jsonl(s, sid, _jsonl_lines(s, sid))
     report = run_store_checks(s, now=newest_timestamp(s) + 2 * HOUR)
     assert not findings(report, "transcript_on_disk_only") and not findings(report, "leftover_files")

@@ -10,11 +10,10 @@ import time
 import pytest
 
 from sessions_app.checks import run_store_checks
+from tests.conftest import IDS, ids
 
 from .helpers import damage, dead_pid, findings, hermes, newest_timestamp, own_pidns
 
-IDS = json.loads((__import__("pathlib").Path(__file__).parents[1] / "fixtures/hermes_home/manifest.json")
-                 .read_text())["session_ids"]
 HOUR = 3600
 DAY = 86400
 
@@ -131,12 +130,13 @@ def test_fts_stale_marker(store):
 
 def test_rows_written_while_the_triggers_were_gone(store):
     """A process dropped the FTS insert trigger; rows written since are unindexed."""
+    sids = ids("edge")
     s = store("edge")
     with damage(s) as db:
         db.execute("DROP TRIGGER messages_fts_insert")
         db.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', 'unindexed', ?)",
-                   (IDS["compress_tip"], newest_timestamp(s) + 1))
-        db.execute("UPDATE sessions SET message_count = message_count + 1 WHERE id = ?", (IDS["compress_tip"],))
+                   (sids["compress_tip"], newest_timestamp(s) + 1))
+        db.execute("UPDATE sessions SET message_count = message_count + 1 WHERE id = ?", (sids["compress_tip"],))
     report = run_store_checks(s, now=soon(s))
     [incomplete] = findings(report, "fts_incomplete")
     assert incomplete.evidence["table"] == "messages_fts" and incomplete.count == 1
@@ -211,24 +211,25 @@ def test_repair_leftovers(store):
 # --------------------------------------------------------------------------- leases and dependents
 
 def test_stale_leases_and_locks(store):
+    sids = ids("edge")
     s = store("edge")
     now = soon(s)
     ns = own_pidns()
     with damage(s) as db:
         db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=1:turn=1:platform=cli', ?, ?)",
-                   (IDS["long"], now - 3 * DAY, now - 2 * DAY))
+                   (sids["long"], now - 3 * DAY, now - 2 * DAY))
         db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=1:turn=2:platform=cli', ?, ?)",
-                   (IDS["hostile"], now - 900, now - 600))
+                   (sids["hostile"], now - 900, now - 600))
         db.execute("INSERT INTO compression_locks VALUES (?, ?, ?, ?)",
-                   (IDS["undo"], f"pid={dead_pid()}:pidns={ns}:tid=1:agent=1:nonce=1", now - 10, now + 290))
+                   (sids["undo"], f"pid={dead_pid()}:pidns={ns}:tid=1:agent=1:nonce=1", now - 10, now + 290))
         db.execute("INSERT INTO compression_locks VALUES (?, ?, ?, ?)",
-                   (IDS["compacted"], f"pid={os.getpid()}:pidns={ns}:tid=1", now - 10, now + 290))
+                   (sids["compacted"], f"pid={os.getpid()}:pidns={ns}:tid=1", now - 10, now + 290))
     report = run_store_checks(s, now=now)
     by = {f.evidence["key"]: f for f in findings(report, "stale_lease")}
-    assert set(by) == {IDS["long"], IDS["hostile"], IDS["undo"]}
-    assert by[IDS["long"]].heal == "clear_stale_lease" and by[IDS["long"]].evidence["long_expired"]
-    assert by[IDS["hostile"]].heal is None  # expired 10 minutes ago: upstream reclaims it itself
-    assert by[IDS["undo"]].evidence["holder_dead"] is True and by[IDS["undo"]].heal is None
+    assert set(by) == {sids["long"], sids["hostile"], sids["undo"]}
+    assert by[sids["long"]].heal == "clear_stale_lease" and by[sids["long"]].evidence["long_expired"]
+    assert by[sids["hostile"]].heal is None  # expired 10 minutes ago: upstream reclaims it itself
+    assert by[sids["undo"]].evidence["holder_dead"] is True and by[sids["undo"]].heal is None
     assert all(f.session_id is None for f in by.values())
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import IDS
+from tests.conftest import IDS, ids
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +26,7 @@ def test_login_filter_and_open_a_transcript(logged_in, live_server, hermes_home,
     page.wait_for_url("**q=flaky**")
     assert page.locator("table.sessions tbody tr").count() == 1
     page.click("text=Fix the flaky build")
-    page.wait_for_url(f"**/p/ops/s/{IDS['cli_main']}/")
+    page.wait_for_url(f"**/p/ops/s/{ids('ops')['cli_main']}/")
     assert page.locator("article.msg").count() == 4  # the tool result sits inside its call
     assert page.locator(".tool-call .tool-name").inner_text().endswith("terminal")
     page.screenshot(path=str(tmp_path / "session.png"), full_page=True)

@@ -10,7 +10,7 @@ from sessions_app.models import (
     SessionTurnLease, StateMeta, SystemPrompt,
 )
 from sessions_app.stores import registry
-from tests.conftest import IDS, MANIFEST, PROFILES
+from tests.conftest import MANIFEST, PROFILES, ids
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ def test_browsing_alias_cannot_write(hermes_home, profile):
         with connections[store.alias].cursor() as cursor:
             cursor.execute("UPDATE sessions SET title = 'x'")
     with pytest.raises(DatabaseError):
-        AgentSession.objects.for_store(store).filter(pk=IDS["cli_main"]).update(title="x")
+        AgentSession.objects.for_store(store).filter(pk=ids(profile)["cli_main"]).update(title="x")
     assert store.path.read_bytes() == before
 
 

@@ -11,9 +11,8 @@ from sessions_app.stores.liveness import (
     LiveIndex, evidence_for, holder_is_dead, live_sessions, process_matches, registry_path, verdict_of,
 )
 from tests.checks.helpers import damage, dead_pid, hermes, hermes_background, newest_timestamp, own_pidns, store_of
+from tests.conftest import IDS, ids
 
-IDS = json.loads((__import__("pathlib").Path(__file__).parents[1] / "fixtures/hermes_home/manifest.json")
-                 .read_text())["session_ids"]
 HOUR = 3600
 
 
@@ -39,55 +38,60 @@ def default(hermes_home):
 
 
 def test_nothing_then_recent_activity(edge):
+    sids = ids("edge")
     idle = newest_timestamp(edge) + 2 * HOUR
-    assert verdict(edge, IDS["long"], idle).verdict == "not_live"
-    recent = verdict(edge, IDS["compacted"], newest_timestamp(edge) + 60)
+    assert verdict(edge, sids["long"], idle).verdict == "not_live"
+    recent = verdict(edge, sids["compacted"], newest_timestamp(edge) + 60)
     assert recent.verdict == "maybe_live"
     assert [e.source for e in recent.evidence] == ["activity"] and not recent.evidence[0].blocks
 
 
 def test_turn_lease_on_the_root_covers_the_whole_chain(edge):
+    sids = ids("edge")
     now = newest_timestamp(edge) + 2 * HOUR
     with damage(edge) as db:
         db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=4242:turn=7:platform=cli', ?, ?)",
-                   (IDS["compress_root"], now - 20, now + 280))
+                   (sids["compress_root"], now - 20, now + 280))
     for kind in ("compress_root", "compress_mid", "compress_tip"):
-        live = verdict(edge, IDS[kind], now)
+        live = verdict(edge, sids[kind], now)
         assert live.verdict == "live", kind
         [e] = live.evidence
         # Linux: an unstamped holder is never probed (STRICT policy), only its TTL counts
         assert (e.source, e.holder_pid, e.blocks) == ("turn_lease", 4242, True)
         assert e.holder_dead is None
-    assert verdict(edge, IDS["branch_child"], now).verdict == "not_live"
+    assert verdict(edge, sids["branch_child"], now).verdict == "not_live"
 
 
 def test_root_lease_covers_every_continuation(edge):
     """Two open continuations of one parent (a race): the root's lease covers both,
     whichever one upstream's chain walk would pick."""
+    sids = ids("edge")
     now = newest_timestamp(edge) + 2 * HOUR
     with damage(edge) as db:
         db.execute("INSERT INTO sessions(id, source, parent_session_id, started_at, profile_name) "
-                   "VALUES ('20260301_113000_c9c9c9', 'cli', ?, ?, 'edge')", (IDS["compress_mid"], now - 3 * HOUR))
+                   "VALUES ('20260301_113000_c9c9c9', 'cli', ?, ?, 'edge')", (sids["compress_mid"], now - 3 * HOUR))
         db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=4242:turn=8', ?, ?)",
-                   (IDS["compress_root"], now - 20, now + 280))
+                   (sids["compress_root"], now - 20, now + 280))
     assert verdict(edge, "20260301_113000_c9c9c9", now).verdict == "live"
-    assert verdict(edge, IDS["compress_tip"], now).verdict == "live"
+    assert verdict(edge, sids["compress_tip"], now).verdict == "live"
 
 
 def test_expired_lease_is_no_evidence(edge):
+    sids = ids("edge")
     now = newest_timestamp(edge) + 2 * HOUR
     with damage(edge) as db:
-        db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=1:turn=1', ?, ?)", (IDS["long"], now - 400, now - 100))
-    assert verdict(edge, IDS["long"], now).verdict == "not_live"
+        db.execute("INSERT INTO session_turn_leases VALUES (?, 'pid=1:turn=1', ?, ?)", (sids["long"], now - 400, now - 100))
+    assert verdict(edge, sids["long"], now).verdict == "not_live"
 
 
 def test_lease_of_a_provably_dead_holder_is_maybe_live(edge):
+    sids = ids("edge")
     now = newest_timestamp(edge) + 2 * HOUR
     gone = dead_pid()
     with damage(edge) as db:
         db.execute("INSERT INTO session_turn_leases VALUES (?, ?, ?, ?)",
-                   (IDS["long"], f"pid={gone}:pidns={own_pidns()}:turn=1:platform=cli", now - 20, now + 280))
-    live = verdict(edge, IDS["long"], now)
+                   (sids["long"], f"pid={gone}:pidns={own_pidns()}:turn=1:platform=cli", now - 20, now + 280))
+    live = verdict(edge, sids["long"], now)
     assert live.verdict == "maybe_live"
     assert (live.evidence[0].holder_pid, live.evidence[0].holder_dead, live.evidence[0].blocks) == (gone, True, False)
 
@@ -184,15 +188,16 @@ def test_unreadable_registry_fails_closed(default):
 
 
 def test_gateway_heartbeat_with_routing_entry(edge):
+    sids = ids("edge")
     now = time.time()
     with damage(edge) as db:
         db.execute("INSERT INTO gateway_heartbeats VALUES ('serve-1', ?, ?, ?, 'edge', '')",
                    (os.getpid(), now - 600, now - 30))
-    live = verdict(edge, IDS["telegram_open"], now + 1)
+    live = verdict(edge, sids["telegram_open"], now + 1)
     assert live.verdict == "live" and any(e.source == "gateway" for e in live.evidence)
-    assert not any(e.source == "gateway" for e in verdict(edge, IDS["slack_ended"], now + 1).evidence)  # not routed
+    assert not any(e.source == "gateway" for e in verdict(edge, sids["slack_ended"], now + 1).evidence)  # not routed
     # a stale heartbeat is no evidence
-    assert verdict(edge, IDS["telegram_open"], now + 2 * HOUR).verdict == "not_live"
+    assert verdict(edge, sids["telegram_open"], now + 2 * HOUR).verdict == "not_live"
 
 
 def test_registry_read_needs_no_store_write(default):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_HOME, IDS
+from tests.conftest import FIXTURE_HOME, IDS, ids
 
 pytestmark = pytest.mark.django_db
 
@@ -105,7 +105,7 @@ def test_bad_store_gets_status_error_page_and_stays_untouched(admin_client, herm
     # Other profiles keep working.
     assert " ok " in overview_row(admin_client, "default")
     assert f"/p/default/s/{IDS['cli_main']}/" in listing
-    assert admin_client.get(f"/p/ops/s/{IDS['cli_main']}/").status_code == 200
+    assert admin_client.get(f"/p/ops/s/{ids('ops')['cli_main']}/").status_code == 200
     assert sha(db) == before
 
 
@@ -124,7 +124,7 @@ def test_newer_than_known_store_still_browses_with_a_warning(admin_client, herme
     assert " ok " in row and "newer schema" in row and " 99 " in row
     page = admin_client.get("/p/bad/").content.decode()
     assert "schema 99 is newer than this dashboard knows" in page
-    assert admin_client.get(f"/p/bad/s/{IDS['cli_main']}/").status_code == 200
+    assert admin_client.get(f"/p/bad/s/{IDS['cli_main']}/").status_code == 200  # a copy of default's store
     assert sha(db) == before
 
 
@@ -146,7 +146,7 @@ def test_locked_store_is_busy_not_an_error(admin_client, hermes_home, settings):
         assert holder.stdout.readline().strip() == "ready"
         row = overview_row(admin_client, "ops")
         assert " busy " in row and "retry" in row
-        response = admin_client.get(f"/p/ops/s/{IDS['cli_main']}/")
+        response = admin_client.get(f"/p/ops/s/{ids('ops')['cli_main']}/")
         assert response.status_code == 503 and response["Retry-After"]
         assert "busy" in response.content.decode()
         assert " ok " in overview_row(admin_client, "research")

@@ -10,7 +10,7 @@ from django.core import signing
 from sessions_app.models import AuditEvent, HealRun
 from tests.actions.conftest import age_store
 from tests.checks.helpers import damage
-from tests.conftest import IDS
+from tests.conftest import IDS, ids
 from sessions_app.stores import registry
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,9 +81,10 @@ def test_a_tampered_plan_is_refused(admin_client, home):
 
 
 def test_heal_profile_runs_in_the_background_and_the_page_polls(admin_client, home):
+    sids = ids("edge")
     s = registry.get("edge")
     with damage(s) as db:
-        db.execute("UPDATE sessions SET message_count = 42 WHERE id = ?", (IDS["cli_main"],))
+        db.execute("UPDATE sessions SET message_count = 42 WHERE id = ?", (sids["cli_main"],))
     response = admin_client.post("/p/edge/heal/")
     run_id = int(re.search(r"/runs/(\d+)/", response["Location"]).group(1))
     polling = text(admin_client.get(f"/runs/{run_id}/", HTTP_HX_REQUEST="true"))
@@ -93,13 +94,14 @@ def test_heal_profile_runs_in_the_background_and_the_page_polls(admin_client, ho
     final = text(admin_client.get(f"/runs/{run_id}/", HTTP_HX_REQUEST="true"))
     assert "hx-trigger" not in final  # finished: the fragment stops polling
     with s.read() as conn:
-        assert conn.execute("SELECT message_count FROM sessions WHERE id = ?", (IDS["cli_main"],)).fetchone() == (5,)
+        assert conn.execute("SELECT message_count FROM sessions WHERE id = ?", (sids["cli_main"],)).fetchone() == (5,)
 
 
 def test_overview_counts_list_badges_and_health_filter_after_a_check(admin_client, home):
+    sids = ids("ops")
     s = registry.get("ops")
     with damage(s) as db:
-        db.execute("UPDATE sessions SET message_count = 42 WHERE id = ?", (IDS["cli_main"],))
+        db.execute("UPDATE sessions SET message_count = 42 WHERE id = ?", (sids["cli_main"],))
     response = admin_client.post("/checks/run/", {"profile": "ops"})
     run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
     assert run.status == "done"
@@ -107,6 +109,6 @@ def test_overview_counts_list_badges_and_health_filter_after_a_check(admin_clien
     row = re.search(r'<tr data-profile="ops">(.*?)</tr>', overview, re.S).group(1)
     assert "warning" in row and "checked" in row
     listing = text(admin_client.get("/sessions/?check=counter_drift"))
-    assert set(re.findall(r'href="/p/([^/]+)/s/([^/]+)/"', listing)) == {("ops", IDS["cli_main"]), ("ops", IDS["undo"])}
+    assert set(re.findall(r'href="/p/([^/]+)/s/([^/]+)/"', listing)) == {("ops", sids["cli_main"]), ("ops", sids["undo"])}
     health = text(admin_client.get("/p/ops/health/"))
     assert "counter_drift" in health and "Preview recount_session" in health

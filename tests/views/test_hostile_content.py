@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from tests.conftest import IDS, MANIFEST, PROFILES
+from tests.conftest import IDS, MANIFEST, PROFILES, ids
 
 pytestmark = pytest.mark.django_db
 
@@ -20,7 +20,7 @@ def body(response) -> str:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_hostile_transcript_title_and_tool_arguments_render_inert(admin_client, hermes_home, profile):
-    sid = IDS["hostile"]
+    sid = ids(profile)["hostile"]
     html = body(admin_client.get(f"/p/{profile}/s/{sid}/"))
     for raw in RAW:
         assert raw not in html

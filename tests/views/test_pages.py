@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.conftest import IDS, MANIFEST, PROFILES
+from tests.conftest import IDS, MANIFEST, PROFILES, ids
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ def test_sessions_list_across_all_profiles(admin_client, hermes_home):
     html = text_of(admin_client.get("/sessions/?size=200"))
     assert f"{total} sessions" in html
     for name in PROFILES:
-        assert f"/p/{name}/s/{IDS['cli_main']}/" in html
+        assert f"/p/{name}/s/{ids(name)['cli_main']}/" in html
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -139,7 +139,7 @@ def test_session_page_shows_metadata_and_transcript(admin_client, hermes_home, p
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_tool_calls_are_shown_with_their_results(admin_client, hermes_home, profile):
-    html = text_of(admin_client.get(f"/p/{profile}/s/{IDS['cli_main']}/"))
+    html = text_of(admin_client.get(f"/p/{profile}/s/{ids(profile)['cli_main']}/"))
     call = html[html.index('class="tool-call"'):]
     assert "terminal" in call[:400]
     assert "Result" in call and "No result stored" not in call
@@ -147,20 +147,21 @@ def test_tool_calls_are_shown_with_their_results(admin_client, hermes_home, prof
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_lineage_edges_are_labelled(admin_client, hermes_home, profile):
-    html = visible(text_of(admin_client.get(f"/p/{profile}/s/{IDS['cli_main']}/")))
+    sids = ids(profile)
+    html = visible(text_of(admin_client.get(f"/p/{profile}/s/{sids['cli_main']}/")))
     # Releases before 0.17 wrote delegate children with the parent's source and no
     # _delegate_from marker, so upstream's own rules cannot tell them apart.
-    child = MANIFEST["profiles"][profile]["sessions_by_id"][IDS["delegate_child"]]
+    child = MANIFEST["profiles"][profile]["sessions_by_id"][sids["delegate_child"]]
     expected = "delegate" if child["source"] == "subagent" else "other"
-    assert f"{expected} {IDS['delegate_child']}" in html
-    html = visible(text_of(admin_client.get(f"/p/{profile}/s/{IDS['compress_mid']}/")))
+    assert f"{expected} {sids['delegate_child']}" in html
+    html = visible(text_of(admin_client.get(f"/p/{profile}/s/{sids['compress_mid']}/")))
     assert "Parent (compression)" in html
     assert "compression Refactor the parser #3" in html
-    html = text_of(admin_client.get(f"/p/{profile}/s/{IDS['compress_tip']}/"))
+    html = text_of(admin_client.get(f"/p/{profile}/s/{sids['compress_tip']}/"))
     assert html.count('<ol class="chain">') == 1
     for key in ("compress_root", "compress_mid"):
-        assert IDS[key] in html
-    html = visible(text_of(admin_client.get(f"/p/{profile}/s/{IDS['branch_child']}/")))
+        assert sids[key] in html
+    html = visible(text_of(admin_client.get(f"/p/{profile}/s/{sids['branch_child']}/")))
     assert "Parent (branch)" in html
 
 
@@ -180,24 +181,25 @@ def test_transcript_paginates_by_id(admin_client, hermes_home):
 
 
 def test_inactive_rows_are_behind_a_toggle_and_marked(admin_client, hermes_home):
-    info = MANIFEST["profiles"]["edge"]["sessions_by_id"][IDS["compacted"]]
-    html = text_of(admin_client.get(f"/p/edge/s/{IDS['compacted']}/"))
+    sids = ids("edge")
+    info = MANIFEST["profiles"]["edge"]["sessions_by_id"][sids["compacted"]]
+    html = text_of(admin_client.get(f"/p/edge/s/{sids['compacted']}/"))
     assert "state-compacted" not in html
-    html = text_of(admin_client.get(f"/p/edge/s/{IDS['compacted']}/?inactive=1"))
+    html = text_of(admin_client.get(f"/p/edge/s/{sids['compacted']}/?inactive=1"))
     assert f"({info['message_count']} rows)" in html
     assert "badge-compacted" in html
-    html = text_of(admin_client.get(f"/p/edge/s/{IDS['undo']}/?inactive=1"))
+    html = text_of(admin_client.get(f"/p/edge/s/{sids['undo']}/?inactive=1"))
     assert "badge-rewound" in html
 
 
 def test_structured_content_is_decoded(admin_client, hermes_home):
-    html = text_of(admin_client.get(f"/p/edge/s/{IDS['telegram_open']}/"))
+    html = text_of(admin_client.get(f"/p/edge/s/{ids('edge')['telegram_open']}/"))
     assert "\\u0000json" not in html and "\x00json:" not in html
     assert "Structured content (JSON)" in html
 
 
 def test_epoch_timestamps_arrive_intact(admin_client, hermes_home):
-    html = text_of(admin_client.get(f"/p/archive/s/{IDS['cli_main']}/"))
+    html = text_of(admin_client.get(f"/p/archive/s/{ids('archive')['cli_main']}/"))
     started = re.search(r"<dt>started_at</dt><dd>([^<]+)</dd>", html).group(1)
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", started)
 
@@ -215,14 +217,15 @@ def test_crafted_profile_in_url_is_404(admin_client, hermes_home, url):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_export_jsonl_has_every_message(admin_client, hermes_home, profile):
-    info = MANIFEST["profiles"][profile]["sessions_by_id"][IDS["cli_main"]]
-    response = admin_client.get(f"/p/{profile}/s/{IDS['cli_main']}/export.jsonl")
+    sids = ids(profile)
+    info = MANIFEST["profiles"][profile]["sessions_by_id"][sids["cli_main"]]
+    response = admin_client.get(f"/p/{profile}/s/{sids['cli_main']}/export.jsonl")
     assert response["Content-Disposition"].startswith("attachment;")
     lines = [json.loads(line) for line in text_of(response).splitlines()]
-    assert lines[0]["role"] == "session_meta" and lines[0]["session"]["id"] == IDS["cli_main"]
+    assert lines[0]["role"] == "session_meta" and lines[0]["session"]["id"] == sids["cli_main"]
     assert len(lines) - 1 == info["active_messages"]
-    ids = [line["id"] for line in lines[1:]]
-    assert ids == sorted(ids)
+    row_ids = [line["id"] for line in lines[1:]]
+    assert row_ids == sorted(row_ids)
 
 
 def test_export_of_the_whole_compression_chain(admin_client, hermes_home):
