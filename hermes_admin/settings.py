@@ -13,6 +13,8 @@ Environment (all optional):
 - ``HERMES_ADMIN_ALLOWED_HOSTS``: comma-separated host names (default
   ``localhost,127.0.0.1,[::1]``).
 - ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
+- ``HERMES_ADMIN_IDLE_SECONDS`` / ``_STALE_SECONDS`` / ``_WAL_OVERSIZED_BYTES``:
+  health thresholds (1 hour, 30 days, 64 MiB).
 """
 
 import os
@@ -147,6 +149,16 @@ HERMES_ROOTS = [p for p in os.environ.get("HERMES_ROOTS", "").split(os.pathsep) 
 HERMES_READ_TIMEOUT = env_float("HERMES_ADMIN_READ_TIMEOUT", 5.0)
 # Wall-clock budget (seconds) for one overview probe query before it is reported partial.
 HERMES_QUERY_BUDGET = env_float("HERMES_ADMIN_QUERY_BUDGET", 3.0)
+
+# Health thresholds (design section 3, issue 3): a session is idle after an hour
+# without activity and stale after 30 days; a WAL past 64 MiB is oversized.
+HERMES_IDLE_SECONDS = env_float("HERMES_ADMIN_IDLE_SECONDS", 3600)
+HERMES_STALE_SECONDS = env_float("HERMES_ADMIN_STALE_SECONDS", 30 * 86400)
+HERMES_WAL_OVERSIZED_BYTES = int(env_float("HERMES_ADMIN_WAL_OVERSIZED_BYTES", 64 * 1024 * 1024))
+# Seconds the structural check (PRAGMA quick_check) may run in a full pass.
+HERMES_QUICK_CHECK_BUDGET = env_float("HERMES_ADMIN_QUICK_CHECK_BUDGET", 60)
+# How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
+HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 
 LOGGING = {
     "version": 1,

@@ -78,8 +78,10 @@ def read_capabilities(conn: sqlite3.Connection) -> Capabilities:
             continue
         try:
             cols = conn.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
-        except sqlite3.OperationalError:
-            # A virtual table whose module this SQLite lacks (e.g. a CJK tokenizer).
+        except sqlite3.DatabaseError:
+            # A virtual table whose module this SQLite lacks (e.g. a CJK tokenizer),
+            # or whose constructor fails on a damaged FTS index ("vtable constructor
+            # failed"): the FTS checks report that; browsing must go on.
             continue
         tables[name] = tuple(c[1] for c in cols)
     indexes: dict[str, tuple[tuple[str, ...], ...]] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from functools import wraps
 
+from django.contrib.auth.decorators import permission_required
 from django.db import DatabaseError
 from django.http import Http404
 from django.shortcuts import render
@@ -47,3 +48,9 @@ def store_view(view):
             return render_store_error(request, store, StoreStatus(code, reason))
 
     return wrapper
+
+
+def require_perm(codename: str):
+    """Enforce one of the dashboard's permissions (see ``AuditEvent.Meta``) on a view:
+    403 for a logged-in user without it (login itself is enforced by middleware)."""
+    return permission_required(f"sessions_app.{codename}", raise_exception=True)

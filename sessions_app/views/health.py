@@ -10,7 +10,7 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs
 from ..actions.engine import plan_for
@@ -19,7 +19,7 @@ from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest
 from ..models import HealRun
 from ..stores import registry
-from .common import store_view
+from .common import require_perm, store_view
 
 PLAN_SALT = "repair-plan"
 PLAN_MAX_AGE = 3600  # seconds a previewed plan stays valid
@@ -35,6 +35,7 @@ def _start(request, **fields) -> HealRun:
 
 
 @require_GET
+@require_perm("view_dashboard")
 @store_view
 def profile_health(request, store):
     """Findings of the latest pass over this profile, grouped by check."""
@@ -52,6 +53,7 @@ def profile_health(request, store):
 
 
 @require_POST
+@require_perm("run_heal")
 def start_check(request):
     """Start a check pass (no writes) over the posted profiles, or all of them."""
     known = {s.key for s in registry.stores()}
@@ -62,15 +64,25 @@ def start_check(request):
     return redirect("run", run.pk)
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
+@require_perm("run_heal")
 @store_view
 def heal_profile(request, store):
-    """Start a heal pass (check, apply every planned repair, re-check) over one profile."""
-    run = _start(request, mode="apply", profiles=[store.key])
-    return redirect("run", run.pk)
+    """GET: what a heal pass would do (from the latest check); POST: start it.
+
+    The pass itself re-checks and re-plans: the preview is the latest known plan,
+    and every repair is re-verified against the store before it is written.
+    """
+    if request.method == "POST":
+        run = _start(request, mode="apply", profiles=[store.key])
+        return redirect("run", run.pk)
+    health = latest([store.key])[store.key]
+    planned = [a for a in health.entry.get("actions", []) if a["status"] == "planned"]
+    return render(request, "sessions/heal_confirm.html", {"store": store, "health": health, "planned": planned})
 
 
 @require_GET
+@require_perm("view_dashboard")
 def run_detail(request, pk):
     """A run's progress (polled by htmx while it runs) and its report."""
     run = get_object_or_404(HealRun, pk=pk)
@@ -81,6 +93,7 @@ def run_detail(request, pk):
 
 
 @require_GET
+@require_perm("view_dashboard")
 def run_list(request):
     runs = HealRun.objects.select_related("actor")[:100]
     return render(request, "sessions/runs.html", {"runs": runs})
@@ -97,6 +110,7 @@ def _finding_for(store, session_id, code):
 
 
 @require_GET
+@require_perm("view_dashboard")
 @store_view
 def repair_preview(request, store, session_id):
     """The concrete plan for one finding, and the form to apply it."""
@@ -115,6 +129,7 @@ def repair_preview(request, store, session_id):
 
 
 @require_POST
+@require_perm("run_heal")
 @store_view
 def repair_apply(request, store, session_id):
     """Apply the previewed (signed) plan as a background job."""

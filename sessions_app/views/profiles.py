@@ -5,10 +5,11 @@ from django.views.decorators.http import require_GET
 
 from ..health import latest
 from ..stores import registry
-from .common import render_store_error, store_view
+from .common import render_store_error, require_perm, store_view
 
 
 @require_GET
+@require_perm("view_dashboard")
 def overview(request):
     """Every profile of every root with its store status; rescans on each load."""
     found = registry.scan()
@@ -19,6 +20,7 @@ def overview(request):
 
 
 @require_GET
+@require_perm("view_dashboard")
 @store_view
 def profile_detail(request, store):
     """One profile: its store's facts, or its error page when it cannot be read."""

@@ -19,7 +19,7 @@ from ..stores import export, registry
 from ..stores.lineage import Lineage
 from ..stores.listing import COUNT_CAP, distinct_sources, list_sessions
 from ..stores.transcript import for_store as transcript_for
-from .common import store_view
+from .common import require_perm, store_view
 
 CURSOR_SALT = "sessions-list-cursor"
 PAGE_SIZES = (25, 50, 100, 200)
@@ -53,6 +53,7 @@ def _query_without(request, *names) -> str:
 
 
 @require_GET
+@require_perm("view_dashboard")
 def session_list(request):
     """Sessions of every profile, newest activity first, keyset-paginated."""
     stores = registry.stores()
@@ -109,6 +110,7 @@ USAGE_COLUMNS = (
 
 
 @require_GET
+@require_perm("view_dashboard")
 @store_view
 def session_detail(request, store, session_id):
     """Metadata, usage, lineage and one page of the transcript."""
@@ -124,17 +126,20 @@ def session_detail(request, store, session_id):
             # Messages may outlive their session row (FK orphans); show them, marked.
             if not transcript.page(size=1).messages:
                 raise Http404("No such session in this profile")
-        page = transcript.page(
-            size=size,
-            after=_int(request.GET.get("after")),
-            before=_int(request.GET.get("before")),
-            at=_int(request.GET.get("at")),
-        )
+        can_read = request.user.has_perm("sessions_app.view_transcripts")
+        page = None
+        if can_read:  # without the content permission: metadata, counts and findings only
+            page = transcript.page(
+                size=size,
+                after=_int(request.GET.get("after")),
+                before=_int(request.GET.get("before")),
+                at=_int(request.GET.get("at")),
+            )
         parent = lineage.parent(session) if session else None
         children = lineage.children(session_id) if session else []
         chain = lineage.chain(session_id) if session else []
         system_prompt = None
-        if session:
+        if session and can_read:
             system_prompt = session.get("system_prompt")
             if not system_prompt and session.get("system_prompt_hash") and caps.has_table("system_prompts"):
                 found = conn.execute("SELECT prompt FROM system_prompts WHERE hash = ?", (session["system_prompt_hash"],)).fetchone()
@@ -164,6 +169,7 @@ def session_detail(request, store, session_id):
         "children": children,
         "chain": chain if len(chain) > 1 else [],
         "page": page,
+        "can_read": can_read,
         "include_inactive": include_inactive,
         "has_active_column": caps.has("messages", "active"),
         "nav_query": nav,
@@ -196,6 +202,7 @@ def message_markers(findings) -> dict[int, list]:
 
 
 @require_GET
+@require_perm("view_transcripts")
 @store_view
 def message_raw(request, store, session_id, message_id):
     """One message's full content as plain text (long tool outputs are cut on pages)."""
@@ -217,6 +224,7 @@ def _safe_filename(text: str) -> str:
 
 
 @require_GET
+@require_perm("view_transcripts")
 @store_view
 def session_export(request, store, session_id, fmt):
     """Stream the session (``?lineage=1``: its whole compression chain) as JSONL or Markdown."""
