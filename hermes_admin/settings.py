@@ -157,6 +157,9 @@ HERMES_STALE_SECONDS = env_float("HERMES_ADMIN_STALE_SECONDS", 30 * 86400)
 HERMES_WAL_OVERSIZED_BYTES = int(env_float("HERMES_ADMIN_WAL_OVERSIZED_BYTES", 64 * 1024 * 1024))
 # Seconds the structural check (PRAGMA quick_check) may run in a full pass.
 HERMES_QUICK_CHECK_BUDGET = env_float("HERMES_ADMIN_QUICK_CHECK_BUDGET", 60)
+# Mask API keys, tokens and passwords in displayed and exported transcripts for
+# everyone (users without the transcript permission always get masked text).
+HERMES_ADMIN_MASK_SECRETS = env_bool("HERMES_ADMIN_MASK_SECRETS")
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
 HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 

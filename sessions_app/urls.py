@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import health, profiles, sessions
+from .views import audit, health, profiles, sessions
 
 urlpatterns = [
     path("", profiles.overview, name="overview"),
@@ -8,6 +8,10 @@ urlpatterns = [
     path("checks/run/", health.start_check, name="start_check"),
     path("runs/", health.run_list, name="runs"),
     path("runs/<int:pk>/", health.run_detail, name="run"),
+    path("audit/", audit.event_list, name="audit"),
+    path("audit/<int:pk>/", audit.event_detail, name="audit_event"),
+    path("audit/export.<str:fmt>", audit.event_export, name="audit_export"),
+    path("p/<str:profile>/history/", audit.profile_history, name="profile_history"),
     path("p/<str:profile>/", profiles.profile_detail, name="profile"),
     path("p/<str:profile>/health/", health.profile_health, name="profile_health"),
     path("p/<str:profile>/heal/", health.heal_profile, name="heal_profile"),

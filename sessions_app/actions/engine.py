@@ -77,6 +77,7 @@ class Outcome:
     rows_changed: int = 0
     backup: BackupRecord | None = None
     evidence: list = field(default_factory=list)
+    refused: bool = False  # skipped because the session looks live (audited as "refused")
 
     def as_json(self) -> dict:
         """The ``actions[]`` entry of the ``heal_sessions --json`` report."""
@@ -147,7 +148,7 @@ class Applier:
             caps = store.capabilities(conn)
             live = self._live(store, conn, caps, plan, now)
             if live is not None:
-                outcome.reason = _live_reason(live)
+                outcome.reason, outcome.refused = _live_reason(live), True
                 outcome.evidence = [e.to_dict() for e in live.evidence]
                 return
             if normalized(action.state(conn, caps, plan)) != plan.guard:
@@ -158,7 +159,7 @@ class Applier:
                 with transaction(conn):
                     live = self._live(store, conn, caps, plan, time.time())
                     if live is not None:
-                        outcome.reason = _live_reason(live)
+                        outcome.reason, outcome.refused = _live_reason(live), True
                         outcome.evidence = [e.to_dict() for e in live.evidence]
                         return
                     if normalized(action.state(conn, caps, plan)) != plan.guard:
@@ -181,7 +182,7 @@ class Applier:
             store_path=str(store.path),
             session_ids=[plan.session_id] if plan.session_id else [],
             plan=normalized(plan.as_dict()),
-            outcome={"planned": "skipped"}.get(outcome.status, outcome.status),
+            outcome="refused" if outcome.refused else {"planned": "skipped"}.get(outcome.status, outcome.status),
             reason=outcome.reason,
             changes=normalized([c.__dict__ for c in plan.changes]) if outcome.status == "applied" else [],
             rows_changed=outcome.rows_changed,

@@ -24,6 +24,7 @@ import json
 import re
 from typing import Iterator
 
+from ..secrets import mask, mask_value
 from .lineage import Lineage
 from .store import Store
 from .transcript import JSON_PREFIX
@@ -75,16 +76,22 @@ def _row_dict(row: dict) -> dict:
     return out
 
 
-def jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False) -> Iterator[str]:
-    """JSON Lines text, one line per yield (each ends with ``\\n``)."""
+def jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
+          masked: bool = False) -> Iterator[str]:
+    """JSON Lines text, one line per yield (each ends with ``\\n``); ``masked``
+    replaces detected secrets in every text (``sessions_app.secrets``)."""
     with store.read() as conn:
         caps = store.capabilities(conn)
         for seg in _segments(store, conn, session_id, lineage):
             meta = {k: seg.get(k) for k in META_COLUMNS if seg.get(k) is not None}
+            if masked:
+                meta = mask_value(meta)
             yield json.dumps({"role": "session_meta", "session": meta}, ensure_ascii=False) + "\n"
             rows = transcript_for(conn, caps, seg["id"], include_inactive).iter_rows()
             for row in rows:
                 line = _row_dict(row)
+                if masked:
+                    line = mask_value(line)
                 line["session_id"] = seg["id"]
                 yield json.dumps(line, ensure_ascii=False) + "\n"
 
@@ -107,12 +114,14 @@ def _inline(value) -> str:
     return re.sub(r"([\\`*_\[\]#|])", r"\\\1", text)
 
 
-def markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False) -> Iterator[str]:
-    """Markdown text in pieces."""
+def markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
+             masked: bool = False) -> Iterator[str]:
+    """Markdown text in pieces; ``masked`` as for :func:`jsonl`."""
+    hide = mask if masked else (lambda text: text)
     with store.read() as conn:
         caps = store.capabilities(conn)
         for seg in _segments(store, conn, session_id, lineage):
-            title = seg.get("title") or seg["id"]
+            title = hide(seg.get("title")) or seg["id"]
             yield f"# {_inline(title)}\n\n"
             for key in ("id", "source", "parent_session_id", "end_reason", "message_count"):
                 if seg.get(key) is not None:
@@ -127,12 +136,12 @@ def markdown(store: Store, session_id: str, lineage: bool = False, include_inact
                 if content not in (None, ""):
                     if not isinstance(content, str):
                         content = json.dumps(content, ensure_ascii=False, indent=2)
-                    yield _fence(content)
+                    yield _fence(hide(content))
                 if row.get("tool_call_id"):
                     yield f"\nresult of tool call {_inline(row['tool_call_id'])} ({_inline(row.get('tool_name') or '?')})\n"
                 if row.get("tool_calls"):
-                    yield "\ntool calls:\n\n" + _fence(row["tool_calls"])
+                    yield "\ntool calls:\n\n" + _fence(hide(row["tool_calls"]))
                 for key in ("reasoning", "reasoning_content"):
                     if row.get(key):
-                        yield f"\n{key}:\n\n" + _fence(row[key])
+                        yield f"\n{key}:\n\n" + _fence(hide(row[key]))
                 yield "\n"

@@ -14,6 +14,7 @@ from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..forms import SessionFilterForm
 from ..health import latest
+from ..secrets import mask, mask_value, masking_for
 from ..models import AgentSession, SessionModelUsage
 from ..stores import export, registry
 from ..stores.lineage import Lineage
@@ -73,6 +74,9 @@ def session_list(request):
     page = list_sessions(
         stores, filters, limit=limit, after=_cursor(request, "after"), before=_cursor(request, "before")
     )
+    if masking_for(request.user):
+        for row in page.rows:
+            row["title"] = mask(row.get("title"))
     base = _query_without(request, "after", "before")
     context = {
         "form": form,
@@ -145,6 +149,9 @@ def session_detail(request, store, session_id):
                 found = conn.execute("SELECT prompt FROM system_prompts WHERE hash = ?", (session["system_prompt_hash"],)).fetchone()
                 system_prompt = found[0] if found else None
     findings = run_store_checks(store, session_id=session_id).findings
+    if masking_for(request.user):
+        _mask_page(session, page)
+        system_prompt = mask(system_prompt)
     usage_rows = []
     if caps.has_table("session_model_usage"):
         usage_rows = list(SessionModelUsage.objects.for_store(store, caps).filter(session_id=session_id).values())
@@ -177,6 +184,25 @@ def session_detail(request, store, session_id):
         "markers": message_markers(findings),
     }
     return render(request, "sessions/detail.html", context)
+
+
+def _mask_page(session, page) -> None:
+    """Mask secrets in everything a session page shows from the store's texts."""
+    if session:
+        session["title"] = mask(session.get("title"))
+    if page is None:
+        return
+    seen = set()
+    for msg in page.messages + [c["result"] for m in page.messages for c in m.tool_calls if c.get("result")]:
+        if id(msg) in seen:
+            continue
+        seen.add(id(msg))
+        msg.text = mask(msg.text)
+        msg.structured = mask_value(msg.structured)
+        for key in ("reasoning", "reasoning_content"):
+            msg.row[key] = mask(msg.row.get(key))
+        for call in msg.tool_calls:
+            call["arguments"] = mask(call["arguments"])
 
 
 def message_markers(findings) -> dict[int, list]:
@@ -214,7 +240,10 @@ def message_raw(request, store, session_id, message_id):
     field = request.GET.get("field", "content")
     if field not in ("content", "reasoning", "reasoning_content"):
         raise Http404("No such field")
-    response = HttpResponse(row.get(field) or "", content_type="text/plain; charset=utf-8")
+    body = row.get(field) or ""
+    if masking_for(request.user):
+        body = mask(body)
+    response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = "inline"
     return response
 
@@ -236,10 +265,10 @@ def session_export(request, store, session_id, fmt):
         if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
             raise Http404("No such session in this profile")
     if fmt == "jsonl":
-        body = export.jsonl(store, session_id, lineage, include_inactive)
+        body = export.jsonl(store, session_id, lineage, include_inactive, masked=masking_for(request.user))
         content_type, ext = "application/x-ndjson; charset=utf-8", "jsonl"
     else:
-        body = export.markdown(store, session_id, lineage, include_inactive)
+        body = export.markdown(store, session_id, lineage, include_inactive, masked=masking_for(request.user))
         content_type, ext = "text/markdown; charset=utf-8", "md"
     response = StreamingHttpResponse(body, content_type=content_type)
     name = _safe_filename(f"{store.profile.name}-{session_id}{'-lineage' if lineage else ''}")

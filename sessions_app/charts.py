@@ -1,0 +1,77 @@
+"""The health-over-time chart, drawn on the server as inline SVG (no script, no CDN).
+
+Only numbers computed here reach the SVG's geometry; labels go through the template's
+escaping, so nothing from a store or a user can inject markup.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Sum
+
+from .models import FindingSnapshot, HealRun
+
+WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 720, 220, 44, 28, 10
+SEVERITIES = ("critical", "warning", "info")
+MAX_POINTS = 200
+
+
+@dataclass
+class Series:
+    name: str
+    points: str  # "x,y x,y ..." in SVG user units
+    dots: list[tuple[float, float, int]] = field(default_factory=list)  # x, y, value
+    last: int = 0
+
+
+@dataclass
+class Chart:
+    width: int = WIDTH
+    height: int = HEIGHT
+    plot_left: int = PAD_LEFT
+    plot_bottom: int = HEIGHT - PAD_BOTTOM
+    series: list[Series] = field(default_factory=list)
+    x_labels: list[tuple[float, str]] = field(default_factory=list)
+    y_ticks: list[tuple[float, int]] = field(default_factory=list)
+    passes: int = 0
+
+
+def health_chart(profile_key: str) -> Chart:
+    """Finding counts per severity at each full check pass that covered the profile.
+
+    Passes come from finished whole runs (not ``--only`` or single repairs) whose
+    report includes the profile; a pass without snapshots for a severity counts 0.
+    """
+    runs = [
+        run for run in HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[])
+        .exclude(report=None).order_by("-finished_at")[: MAX_POINTS * 3]
+        if any(p.get("profile") == profile_key and p.get("status") == "ok" for p in run.report.get("profiles", []))
+    ][:MAX_POINTS]
+    runs.reverse()
+    chart = Chart(passes=len(runs))
+    if not runs:
+        return chart
+    totals = {
+        (row["run_id"], row["severity"]): row["total"]
+        for row in FindingSnapshot.objects.filter(profile=profile_key, run__in=runs)
+        .values("run_id", "severity").annotate(total=Sum("count"))
+    }
+    values = {sev: [totals.get((run.pk, sev), 0) for run in runs] for sev in SEVERITIES}
+    top = max(1, *(max(v) for v in values.values()))
+    plot_w = WIDTH - PAD_LEFT - 10
+    plot_h = HEIGHT - PAD_BOTTOM - PAD_TOP
+
+    def x_of(i: int) -> float:
+        return round(PAD_LEFT + (plot_w * i / (len(runs) - 1) if len(runs) > 1 else plot_w / 2), 1)
+
+    def y_of(v: int) -> float:
+        return round(HEIGHT - PAD_BOTTOM - plot_h * v / top, 1)
+
+    for sev in SEVERITIES:
+        dots = [(x_of(i), y_of(v), v) for i, v in enumerate(values[sev])]
+        chart.series.append(Series(sev, " ".join(f"{x},{y}" for x, y, _ in dots), dots, values[sev][-1]))
+    step = max(1, len(runs) // 6)
+    chart.x_labels = [(x_of(i), runs[i].finished_at.strftime("%m-%d %H:%M")) for i in range(0, len(runs), step)]
+    chart.y_ticks = [(y_of(v), v) for v in sorted({0, top // 2, top})]
+    return chart

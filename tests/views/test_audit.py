@@ -1,0 +1,142 @@
+"""Audit views: timeline with filters, detail, streamed exports, health-over-time chart,
+and secrets masked for users without the transcript permission."""
+
+import csv
+import importlib
+import io
+import json
+import re
+import sqlite3
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from sessions_app.models import AuditEvent
+from tests.actions.conftest import age_store, heal
+from tests.conftest import IDS
+
+pytestmark = pytest.mark.django_db
+DAY = 86_400
+
+
+@pytest.fixture
+def events(hermes_home, settings, tmp_path):
+    """A real heal run that leaves applied and skipped events."""
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    for db in [hermes_home / "state.db", *hermes_home.glob("profiles/*/state.db")]:
+        age_store(db, 40 * DAY)
+    conn = sqlite3.connect(hermes_home / "state.db")
+    conn.execute("PRAGMA foreign_keys=OFF")
+    conn.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
+    conn.execute("UPDATE sessions SET message_count = 99 WHERE id = ?", (IDS["cli_main"],))
+    conn.commit()
+    conn.close()
+    code, report = heal("--all-profiles", "--apply", "--json")
+    assert report["summary"]["applied"] >= 2
+    return AuditEvent.objects.all()
+
+
+def role_client(role):
+    importlib.import_module("sessions_app.migrations.0003_roles").create_roles(__import__("django.apps").apps.apps, None)
+    user = User.objects.create_user(role.lower(), password="x")
+    user.groups.add(Group.objects.get(name=role))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_timeline_lists_every_event_and_filters(admin_client, events):
+    html = admin_client.get("/audit/").content.decode()
+    assert html.count('<tr class="outcome-') == events.count()
+    html = admin_client.get("/audit/?action=recreate_session_row").content.decode()
+    assert html.count('<tr class="outcome-') == 1 and IDS["long"] in html
+    html = admin_client.get(f"/audit/?session={IDS['cli_main']}").content.decode()
+    assert html.count('<tr class="outcome-') == events.filter(session_ids__icontains=IDS["cli_main"]).count() >= 1
+    html = admin_client.get("/audit/?outcome=failed").content.decode()
+    assert "No events match" in html
+    html = admin_client.get("/audit/?profile=default&actor=heal_sessions").content.decode()
+    assert html.count('<tr class="outcome-') == events.filter(profile="default").count()
+    assert "No events match" in admin_client.get("/audit/?date_to=2000-01-01").content.decode()
+
+
+def test_event_detail_shows_the_backup_and_plan(admin_client, events):
+    event = events.get(action="recreate_session_row")
+    html = admin_client.get(f"/audit/{event.pk}/").content.decode()
+    assert event.backup_sha256 in html and event.backup_path in html and "source" in html
+
+
+def test_exports_are_streamed_and_filtered(admin_client, events):
+    response = admin_client.get("/audit/export.csv?outcome=applied")
+    assert response.streaming and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert len(rows) == events.filter(outcome="applied").count() and {r["outcome"] for r in rows} == {"applied"}
+    response = admin_client.get("/audit/export.json")
+    data = json.loads(b"".join(response.streaming_content))
+    assert len(data) == events.count() and {"actor_label", "backup_sha256", "changes"} <= set(data[0])
+    assert admin_client.get("/audit/export.xml").status_code == 404
+
+
+def test_csv_cells_cannot_become_formulas(admin_client, events):
+    AuditEvent.objects.create(actor_label="=HYPERLINK(\"http://x\")", action="x", profile="p", store_path="/",
+                              outcome="failed", reason="@SUM(1)")
+    body = b"".join(admin_client.get("/audit/export.csv?action=x").streaming_content).decode()
+    assert "'=HYPERLINK" in body and "'@SUM" in body
+
+
+def test_audit_rows_cannot_be_changed_through_the_ui(admin_client, events):
+    event = events.first()
+    for url in (f"/audit/{event.pk}/", "/audit/"):
+        assert admin_client.post(url, {"outcome": "applied"}).status_code == 405
+        assert admin_client.delete(url).status_code == 405
+    assert AuditEvent.objects.get(pk=event.pk).outcome == event.outcome
+
+
+def test_hostile_audit_details_render_inert(admin_client, events):
+    AuditEvent.objects.create(actor_label="<script>alert(1)</script>", action="x", profile="<b>p</b>",
+                              store_path="/", outcome="failed", reason="<img src=x onerror=alert(2)>",
+                              session_ids=["<svg onload=alert(3)>"])
+    for url in ("/audit/", f"/audit/{AuditEvent.objects.latest('id').pk}/"):
+        html = admin_client.get(url).content.decode()
+        assert "<script>alert(1)" not in html and "<img src=x" not in html and "<svg onload" not in html
+        assert "&lt;script&gt;" in html
+
+
+def test_health_over_time_chart_is_inline_svg(admin_client, events):
+    heal("--all-profiles", "--json")  # a second pass after the repairs
+    html = admin_client.get("/p/default/history/").content.decode()
+    assert "<svg" in html and "<script" not in html.split("<svg", 1)[1]
+    assert html.count('<polyline points="') == 3 and "2 check passes" in html
+
+
+def test_auditor_reads_the_trail_but_sees_masked_titles(events, hermes_home):
+    conn = sqlite3.connect(hermes_home / "state.db")
+    conn.execute("UPDATE sessions SET title = 'deploy with ghp_abcdefghijklmnopqrstuvwxyz0123456789' WHERE id = ?",
+                 (IDS["cli_main"],))
+    conn.commit()
+    conn.close()
+    auditor = role_client("Auditor")
+    assert auditor.get("/audit/").status_code == 200
+    assert auditor.get("/audit/export.csv").status_code == 200
+    for url in ("/sessions/?profile=default", f"/p/default/s/{IDS['cli_main']}/"):
+        html = auditor.get(url).content.decode()
+        assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in html and "secret masked" in html
+
+
+def test_masking_setting_masks_transcripts_and_exports(admin_client, events, hermes_home, settings):
+    conn = sqlite3.connect(hermes_home / "state.db")
+    conn.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, 1.7e9)",
+                 (IDS["cli_main"], "my key is sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"))
+    conn.commit()
+    conn.close()
+    url = f"/p/default/s/{IDS['cli_main']}/"
+    assert "sk-ant-api03" in admin_client.get(url).content.decode()  # admins see content as stored
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = admin_client.get(url).content.decode()
+    assert "sk-ant-api03" not in html and "secret masked: Anthropic key" in html
+    for fmt in ("jsonl", "md"):
+        body = b"".join(admin_client.get(f"{url}export.{fmt}").streaming_content).decode()
+        assert "sk-ant-api03" not in body and "secret masked" in body
+    mid = re.findall(r'id="m(\d+)"', html)[-1]
+    assert "sk-ant-api03" not in admin_client.get(f"{url}m/{mid}/").content.decode()
