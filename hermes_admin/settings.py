@@ -10,6 +10,10 @@ Environment (all optional):
 - ``HERMES_ADMIN_SECRET_KEY``: Django secret key. Unset: one is generated once and
   kept in ``<data>/secret_key``.
 - ``HERMES_ADMIN_DEBUG``: ``1`` for Django debug mode (development only).
+- ``HERMES_ADMIN_HTTPS``: ``1`` in production behind HTTPS (secure cookies, HSTS,
+  redirect); ``HERMES_ADMIN_PROXY_SSL_HEADER`` names the proxy's scheme header.
+- ``DATABASE_URL``: the dashboard's own database (PostgreSQL); default SQLite in
+  the data folder.
 - ``HERMES_ADMIN_ALLOWED_HOSTS``: comma-separated host names (default
   ``localhost,127.0.0.1,[::1]``).
 - ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
@@ -20,6 +24,8 @@ Environment (all optional):
 import os
 import secrets
 from pathlib import Path
+
+import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -58,6 +64,17 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = env_bool("HERMES_ADMIN_DEBUG")
+# Behind HTTPS in production: secure cookies, HSTS and the redirect to https.
+HTTPS = env_bool("HERMES_ADMIN_HTTPS")
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if os.environ.get("HERMES_ADMIN_PROXY_SSL_HEADER"):  # e.g. "HTTP_X_FORWARDED_PROTO"
+    SECURE_PROXY_SSL_HEADER = (os.environ["HERMES_ADMIN_PROXY_SSL_HEADER"], "https")
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("HERMES_ADMIN_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("HERMES_ADMIN_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
@@ -109,13 +126,18 @@ TEMPLATES = [
 
 # The dashboard's own database. Hermes stores are never listed here: they are
 # registered at run time as read-only aliases by sessions_app.stores.
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": DATA_DIR / "hermes_admin.sqlite3",
-        "OPTIONS": {"init_command": "PRAGMA busy_timeout = 5000;", "transaction_mode": "IMMEDIATE"},
+# SQLite in the data folder by default; PostgreSQL (or any URL dj-database-url
+# understands) when DATABASE_URL is set.
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "hermes_admin.sqlite3",
+            "OPTIONS": {"init_command": "PRAGMA busy_timeout = 5000;", "transaction_mode": "IMMEDIATE"},
+        }
     }
-}
 DATABASE_ROUTERS = ["sessions_app.routers.StoreRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -160,6 +182,8 @@ HERMES_QUICK_CHECK_BUDGET = env_float("HERMES_ADMIN_QUICK_CHECK_BUDGET", 60)
 # Mask API keys, tokens and passwords in displayed and exported transcripts for
 # everyone (users without the transcript permission always get masked text).
 HERMES_ADMIN_MASK_SECRETS = env_bool("HERMES_ADMIN_MASK_SECRETS")
+# Days a deleted session stays in the trash (restorable) before `manage.py purge_trash` removes it.
+HERMES_TRASH_RETENTION_DAYS = env_float("HERMES_ADMIN_TRASH_RETENTION_DAYS", 30)
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
 HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 

@@ -97,6 +97,7 @@ def test_a_second_run_waits_for_no_one_and_says_who_holds_the_lock(aged_home):
 def _run_manage(args, data, timeout=300, **kw):
     env = dict(os.environ, HERMES_ADMIN_DATA=str(data), HERMES_ADMIN_SECRET_KEY="test")
     env.pop("HERMES_ROOTS", None)
+    env.pop("DATABASE_URL", None)  # the child keeps its own SQLite database in ``data``
     return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=env, capture_output=True,
                           text=True, timeout=timeout, **kw)
 
@@ -111,6 +112,7 @@ def test_unwritable_data_folder_exits_2(aged_home, tmp_path):
         if os.geteuid() == 0:  # root ignores file modes unless it gives up DAC override
             command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] + command
         env = dict(os.environ, HERMES_ADMIN_DATA=str(data), HERMES_ADMIN_SECRET_KEY="test")
+        env.pop("DATABASE_URL", None)
         out = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 2, out.stderr
         assert "not writable" in out.stderr
@@ -170,6 +172,7 @@ def test_sigkill_mid_run_leaves_stores_consistent_and_the_next_run_completes(age
     data.mkdir()
     assert _run_manage(["migrate", "-v0"], data).returncode == 0
     env = dict(os.environ, HERMES_ADMIN_DATA=str(data), HERMES_ADMIN_SECRET_KEY="test")
+    env.pop("DATABASE_URL", None)
     proc = subprocess.Popen([sys.executable, "manage.py", "heal_sessions", "--root", str(aged_home), "--profile", "edge",
                              "--only", "orphan_messages", "--apply"], cwd=PROJECT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
