@@ -69,7 +69,11 @@ def execute(run_id: int) -> HealRun:
     run.save(update_fields=["status", "started_at", "pid"])
     try:
         with run_lock("heal", label=f"run #{run.pk} by {run.actor_label}"):
-            report = _plans_job(run) if run.plans else _heal_job(run)
+            if run.mode == "delete":  # bulk deletion (issue 5): each session judged on its own
+                from .actions.delete import run_bulk_delete
+                report = run_bulk_delete(run, _progress(run))
+            else:
+                report = _plans_job(run) if run.plans else _heal_job(run)
         run.report, run.status = report, HealRun.Status.DONE
         if not run.plans:  # a whole pass: keep its counts for the health history
             record_snapshot(run, report)

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from .views import audit, health, profiles, sessions
 
@@ -24,4 +24,5 @@ urlpatterns = [
         sessions.session_export,
         name="session_export",
     ),
+    path("", include("sessions_app.urls_delete")),  # deletion, trash, restore (issue 5)
 ]

@@ -72,6 +72,7 @@ class Evidence:
     ``holder_pid``: the process named by the evidence, if any. ``holder_dead``:
     True = provably dead, False = alive, None = not probed / not applicable.
     ``blocks``: True when this evidence alone makes the session ``live``.
+    ``holder``: the raw holder string of a lease or lock (see :func:`parse_holder`).
     """
 
     source: str
@@ -80,6 +81,11 @@ class Evidence:
     holder_pid: int | None = None
     holder_dead: bool | None = None
     blocks: bool = False
+    holder: str = ""
+
+    @property
+    def holder_fields(self) -> dict:
+        return parse_holder(self.holder)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -148,6 +154,22 @@ def holder_pid(holder: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def parse_holder(holder: str | None) -> dict:
+    """The ``key=value`` tokens of a holder string, e.g.
+    ``pid=12:pidns=4026531836:turn=7:platform=telegram`` -> ``{"pid": "12", ...}``
+    (turn leases: pid, optional pidns, turn, platform; compression locks: pid,
+    tid, agent, nonce). ``pidns`` is the holder's PID namespace (host namespace);
+    ``pidns_here`` says whether it is ours (None when unstamped or not Linux)."""
+    fields: dict = {}
+    for token in (holder or "").split(":"):
+        key, sep, value = token.partition("=")
+        if sep and key and key not in fields:
+            fields[key] = value
+    supported, local = _local_pid_namespace()
+    fields["pidns_here"] = (fields["pidns"] == local) if supported and local and "pidns" in fields else None
+    return fields
+
+
 def holder_checkable(holder: str | None) -> bool:
     """May this holder's pid be probed here? STRICT policy of reference 4.1."""
     supported, local = _local_pid_namespace()
@@ -213,7 +235,7 @@ def _lease_evidence(source: str, key: str, holder: str, acquired_at, expires_at,
     else:
         detail = f"{label} on {key} held by {holder!r}, expires in {remaining:.0f} s"
     age = now - float(acquired_at) if isinstance(acquired_at, (int, float)) else None
-    return Evidence(source, detail, age, pid, dead, blocks=not dead)
+    return Evidence(source, detail, age, pid, dead, blocks=not dead, holder=holder or "")
 
 
 def _numeric(value) -> bool:
@@ -335,11 +357,16 @@ def _activity_sql(caps: Capabilities) -> str:
     return "COALESCE(last_activity_at, started_at)" if caps.has("sessions", "last_activity_at") else "started_at"
 
 
-def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, only: str | None = None) -> None:
+def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, only: str | None = None,
+                       closed_counts: bool = True) -> None:
     """Sessions with a message, ``last_activity_at`` or start within ``idle`` seconds.
 
     Bounded above by now + FUTURE_SLACK_SECONDS so garbage future timestamps (and
     TEXT timestamps, which sort after every number) do not count.
+    ``closed_counts=False`` (deletion): a session its writer ended at or after
+    its newest activity (``ended_at`` >= newest message / activity stamp) is
+    not evidence; the writer declared it finished, and a surface that still has
+    it open shows up in the registry instead.
     """
     low, high = now - idle, now + FUTURE_SLACK_SECONDS
     where_m, where_s, params = "", "", ()
@@ -356,6 +383,14 @@ def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, on
     for sid, ts in conn.execute(
         f"SELECT id, {expr} FROM sessions WHERE {expr} > ? AND {expr} <= ?{where_s}", (low, high, *params)):
         newest[sid] = max(newest.get(sid, 0.0), float(ts))
+    if not closed_counts and newest:
+        ids = list(newest)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for sid, ended in conn.execute(
+                    f"SELECT id, ended_at FROM sessions WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                if _numeric(ended) and float(ended) >= newest.get(sid, float("inf")):
+                    newest.pop(sid, None)
     for sid, ts in newest.items():
         age = max(0.0, now - ts)
         index.add(sid, Evidence("activity", f"active {age:.0f} s ago (idle after {idle:.0f} s)", age))
@@ -426,15 +461,19 @@ def lineage_keys(conn: sqlite3.Connection, caps: Capabilities, session_id: str) 
 
 
 def evidence_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
-                 idle_seconds: float | None = None) -> Liveness:
-    """Liveness of one session (same signals as :func:`live_sessions`)."""
-    index = index_for(store, conn, caps, session_id, now, idle_seconds)
+                 idle_seconds: float | None = None, closed_counts: bool = True) -> Liveness:
+    """Liveness of one session (same signals as :func:`live_sessions`).
+
+    ``closed_counts=False`` is deletion's view: recent activity of a session
+    that its writer has since ended is not evidence (see ``_activity_evidence``).
+    """
+    index = index_for(store, conn, caps, session_id, now, idle_seconds, closed_counts)
     evidence = index.evidence(session_id)
     return Liveness(verdict_of(evidence), evidence)
 
 
 def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
-              idle_seconds: float | None = None) -> LiveIndex:
+              idle_seconds: float | None = None, closed_counts: bool = True) -> LiveIndex:
     """A :class:`LiveIndex` holding only ``session_id``'s evidence (session page)."""
     idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
     index = LiveIndex()
@@ -446,5 +485,5 @@ def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: s
         index.add(session_id, _lease_evidence("compression_lock", key, holder, acquired, expires, now))
     _registry_evidence(store, now, index, only=session_id)
     _gateway_evidence(conn, caps, now, index, only=session_id)
-    _activity_evidence(conn, caps, now, idle, index, only=session_id)
+    _activity_evidence(conn, caps, now, idle, index, only=session_id, closed_counts=closed_counts)
     return index

@@ -1,0 +1,70 @@
+"""Liveness evidence on the session page, and small filters for the deletion pages."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+from django import template
+
+from ..stores import liveness as live_mod
+
+register = template.Library()
+
+VERDICT_LINES = {
+    "live": "Live: a Hermes process holds this session; it cannot be deleted now.",
+    "maybe_live": "Maybe live: something suggests an agent may still use this session; deleting needs an override.",
+    "not_live": "Not live: no lease, lock, open surface, routing gateway or recent activity.",
+}
+SOURCE_LABELS = {
+    "turn_lease": "turn lease", "compression_lock": "compression lock", "registry": "active-session registry",
+    "gateway": "gateway routing", "activity": "recent activity", "unknown": "unreadable evidence",
+}
+
+
+@register.filter
+def verdict_line(verdict: str) -> str:
+    return VERDICT_LINES.get(verdict, verdict)
+
+
+@register.filter
+def verdict_label(verdict: str) -> str:
+    return {"live": "live", "maybe_live": "maybe live", "not_live": "not live"}.get(verdict, verdict)
+
+
+@register.filter
+def source_label(source: str) -> str:
+    return SOURCE_LABELS.get(source, source)
+
+
+@register.filter
+def duration(seconds) -> str:
+    """Seconds as ``42 s``, ``5 min``, ``3 h``, ``2 d``; ``—`` when unknown."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return "—"
+    seconds = max(0.0, float(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+@register.inclusion_tag("sessions/_liveness.html", takes_context=True)
+def liveness_box(context, store, session_id, session=None, chain=None):
+    """The session page's liveness box: verdict line, evidence with source and age,
+    and the delete links for users allowed to delete."""
+    perms = context.get("perms")
+    result = {"store": store, "session_id": session_id, "session": session, "chain": chain or [],
+              "perms": perms, "items": [], "verdict": None, "error": ""}
+    if not session:
+        return result
+    try:
+        with store.read() as conn:
+            found = live_mod.evidence_for(store, conn, store.capabilities(conn), session_id, time.time(),
+                                          closed_counts=False)
+    except sqlite3.Error as exc:
+        result["error"] = f"liveness could not be read: {exc}"
+        return result
+    result["verdict"] = found.verdict
+    result["items"] = [{"session_id": session_id, "e": e} for e in found.evidence]
+    return result

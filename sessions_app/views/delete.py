@@ -1,0 +1,214 @@
+"""Deletion in the browser: confirm (evidence + signed token) -> delete -> trash -> restore.
+
+Every request is checked on the server: previews, deletions and restores need
+``delete_sessions``; an override of a maybe-live verdict also needs
+``override_live`` (and the typed session id). The confirmation token binds the
+profile, the session ids and the last message id of each (``actions.delete``);
+a token for another profile or session is refused, an expired one sends the
+admin back to a fresh confirmation.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.core import signing
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from .. import jobs, trash
+from ..actions import delete as deletion
+from ..models import HealRun
+from ..stores import registry
+from .common import require_perm, store_view
+
+BULK_MAX = 500  # sessions in one bulk deletion
+
+
+def _mask(user, text):
+    """Secret masking of titles where the dashboard masks transcript text (issue 6)."""
+    try:
+        from ..secrets import mask, masking_for
+    except ImportError:  # pragma: no cover - masking not installed
+        return text
+    return mask(text) if text and masking_for(user) else text
+
+
+def _deleter(request) -> deletion.Deleter:
+    return deletion.Deleter(actor=request.user, actor_label=request.user.get_username(),
+                            request_address=request.META.get("REMOTE_ADDR"))
+
+
+def _confirm_context(request, store, plan, **extra):
+    for target in plan.targets:
+        target.title = _mask(request.user, target.title)
+    return {
+        "store": store, "session_id": plan.session_id, "plan": plan,
+        "token": deletion.sign([deletion.token_item(plan)]) if plan.exists else "",
+        "can_override": request.user.has_perm("sessions_app.override_live"),
+        "retention_days": trash.retention_days(),
+        **extra,
+    }
+
+
+@require_GET
+@require_perm("delete_sessions")
+@store_view
+def delete_confirm(request, store, session_id):
+    """Step 1: exactly what goes (sessions, messages, children, rows, files) and the evidence."""
+    lineage = request.GET.get("lineage") == "1"
+    plan = deletion.plan_for(store, session_id, lineage)
+    if not plan.exists:
+        raise Http404("No such session in this profile")
+    return render(request, "sessions/delete_confirm.html", _confirm_context(request, store, plan))
+
+
+@require_POST
+@require_perm("delete_sessions")
+@store_view
+def delete_apply(request, store, session_id):
+    """Step 2: the signed confirmation; deletes, or refuses and shows the evidence again."""
+    lineage = request.POST.get("lineage") == "1"
+    try:
+        items = deletion.unsign(request.POST.get("token", ""))
+    except signing.SignatureExpired:
+        flash.warning(request, "That confirmation is more than an hour old; look at the evidence again.")
+        url = reverse("delete_confirm", args=[store.key, session_id])
+        return redirect(url + ("?lineage=1" if lineage else ""))
+    except signing.BadSignature:
+        return HttpResponseBadRequest("Invalid confirmation")
+    if len(items) != 1 or items[0].get("profile") != store.key or items[0].get("session_id") != session_id:
+        return HttpResponseBadRequest("This confirmation belongs to another session")
+    typed = request.POST.get("override_id", "").strip()
+    override = typed or None
+    may_override = request.user.has_perm("sessions_app.override_live")
+    if override is not None and not may_override:
+        raise PermissionDenied("Overriding a maybe-live verdict needs the override_live permission")
+    outcome = _deleter(request).delete(store, items[0], override=override, may_override=may_override)
+    if outcome.status == "applied":
+        flash.success(request, f"Deleted {session_id}: {outcome.reason}. It can be restored from the trash.")
+        return redirect("trash_entry", outcome.entry.id)
+    plan = outcome.plan or deletion.plan_for(store, session_id, items[0].get("lineage", False))
+    if not plan.exists:
+        flash.warning(request, outcome.reason)
+        return redirect("session_list")
+    context = _confirm_context(request, store, plan, refusal=outcome)
+    return render(request, "sessions/delete_confirm.html", context, status=409)
+
+
+def _parse_selection(values) -> list[tuple[str, str]]:
+    chosen = []
+    for value in values:
+        profile, sep, sid = str(value).partition(" ")
+        if sep and profile and sid:
+            chosen.append((profile, sid))
+    return list(dict.fromkeys(chosen))
+
+
+@require_POST
+@require_perm("delete_sessions")
+def bulk_confirm(request):
+    """Step 1 of a bulk deletion: each selected session judged on its own."""
+    chosen = _parse_selection(request.POST.getlist("s"))
+    if not chosen:
+        flash.warning(request, "Select the sessions to delete first.")
+        return redirect("session_list")
+    if len(chosen) > BULK_MAX:
+        return HttpResponseBadRequest(f"At most {BULK_MAX} sessions at once")
+    rows, items, covered = [], [], {}
+    for profile, sid in chosen:
+        store = registry.get(profile)
+        if store is None:
+            rows.append({"profile": profile, "session_id": sid, "problem": "no such profile"})
+            continue
+        if store.readiness() is not None:
+            rows.append({"profile": profile, "session_id": sid, "problem": store.readiness().reason})
+            continue
+        plan = deletion.plan_for(store, sid)
+        if not plan.exists:
+            rows.append({"profile": profile, "session_id": sid, "problem": "no longer exists"})
+            continue
+        for target in plan.targets:
+            target.title = _mask(request.user, target.title)
+        rows.append({"profile": profile, "session_id": sid, "plan": plan})
+    # A selected delegate child goes with its selected parent: one deletion, not two.
+    for row in rows:
+        if "plan" in row:
+            for t in row["plan"].delegates:
+                covered[(row["profile"], t.id)] = row["session_id"]
+    for row in rows:
+        if "plan" in row and (row["profile"], row["session_id"]) in covered:
+            row["with_parent"] = covered[(row["profile"], row["session_id"])]
+        elif "plan" in row:
+            # Live ones too: the job judges each session again and skips it with its reason.
+            items.append(deletion.token_item(row["plan"]))
+    context = {"rows": rows, "items": items, "token": deletion.sign(items) if items else "",
+               "retention_days": trash.retention_days()}
+    return render(request, "sessions/delete_bulk.html", context)
+
+
+@require_POST
+@require_perm("delete_sessions")
+def bulk_apply(request):
+    """Step 2: one background job; each session is re-judged and deleted on its own."""
+    try:
+        items = deletion.unsign(request.POST.get("token", ""))
+    except signing.SignatureExpired:
+        flash.warning(request, "That confirmation is more than an hour old; select the sessions again.")
+        return redirect("session_list")
+    except signing.BadSignature:
+        return HttpResponseBadRequest("Invalid confirmation")
+    if not items or len(items) > BULK_MAX:
+        return HttpResponseBadRequest("Nothing to delete")
+    run = HealRun.objects.create(
+        mode="delete", trigger="browser", actor=request.user, actor_label=request.user.get_username(),
+        request_address=request.META.get("REMOTE_ADDR"), plans=items, total=len(items),
+        profiles=sorted({i.get("profile", "") for i in items}),
+    )
+    jobs.start(run)
+    return redirect("run", run.pk)
+
+
+@require_GET
+@require_perm("view_dashboard")
+def trash_list(request):
+    """Everything deletions put in the trash, newest first."""
+    profile = request.GET.get("profile") or None
+    entries = trash.list_entries(profile)
+    for entry in entries:
+        for info in entry.manifest.get("targets_info", []):
+            info["title"] = _mask(request.user, info.get("title"))
+    return render(request, "sessions/trash.html", {
+        "entries": entries, "retention_days": trash.retention_days(), "profile": profile,
+    })
+
+
+@require_GET
+@require_perm("view_dashboard")
+def trash_entry(request, entry_id):
+    entry = trash.get_entry(entry_id)
+    if entry is None:
+        raise Http404("No such trash entry")
+    for info in entry.manifest.get("targets_info", []):
+        info["title"] = _mask(request.user, info.get("title"))
+    store = registry.get(entry.profile)
+    return render(request, "sessions/trash_entry.html", {"entry": entry, "store": store,
+                                                         "retention_days": trash.retention_days()})
+
+
+@require_http_methods(["POST"])
+@require_perm("delete_sessions")
+def trash_restore(request, entry_id):
+    """Put a trash entry back (same ids and content), or say why not."""
+    entry = trash.get_entry(entry_id)
+    if entry is None:
+        raise Http404("No such trash entry")
+    store = registry.get(entry.profile)
+    outcome = _deleter(request).restore(store, entry)
+    if outcome.status == "applied":
+        flash.success(request, outcome.reason)
+        return redirect("session", entry.profile, entry.manifest.get("session_id"))
+    flash.error(request, f"Not restored: {outcome.reason}")
+    return redirect("trash_entry", entry.id)

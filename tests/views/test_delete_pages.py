@@ -1,0 +1,251 @@
+"""Issue 5 in the browser face: liveness on the session page, the two-step
+confirmation, refusals re-showing the evidence, the trash, restore, bulk deletion as
+a background job, and permissions (server side, every request, CSRF included)."""
+
+import importlib
+import re
+import time
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+
+from sessions_app import trash
+from sessions_app.actions import delete as deletion
+from sessions_app.models import AuditEvent, HealRun
+from sessions_app.stores import registry
+from tests.actions.conftest import age_store
+from tests.actions.delete_helpers import agent, dump, rows, stop
+from tests.checks.helpers import hermes, hermes_background, own_pidns
+from tests.conftest import ids
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DAY = 86_400
+
+
+def ensure_roles():
+    from django.apps import apps
+    importlib.import_module("sessions_app.migrations.0003_roles").create_roles(apps, None)
+
+
+@pytest.fixture
+def home(hermes_home, settings, tmp_path):
+    settings.HERMES_ADMIN_JOB_RUNNER = "thread"
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    for db in [hermes_home / "state.db", *hermes_home.glob("profiles/*/state.db")]:
+        age_store(db, 40 * DAY)
+    ensure_roles()
+    return hermes_home
+
+
+def user(role, name=None):
+    u = User.objects.create_user(name or role.lower(), password="pw-long-enough-" + role)
+    if role in ("Auditor", "Operator", "Admin"):
+        u.groups.add(Group.objects.get(name=role))
+    c = Client()
+    c.force_login(u)
+    return c
+
+
+def text(response):
+    return response.content.decode()
+
+
+def token_of(html):
+    return re.search(r'name="token" value="([^"]+)"', html).group(1)
+
+
+def wait_for(run_id, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        run = HealRun.objects.get(pk=run_id)
+        if run.status in ("done", "failed"):
+            return run
+        time.sleep(0.1)
+    raise AssertionError("run did not finish")
+
+
+def test_session_page_shows_evidence_with_source_age_and_verdict(home):
+    admin, auditor = user("Admin"), user("Auditor")
+    s = registry.get("default")
+    sid = ids("default")["long"]
+    assert "not live" in text(admin.get(f"/p/default/s/{sid}/"))
+    proc = hermes_background(s, f"""
+holder = f"pid={{os.getpid()}}:pidns={own_pidns()}:tid=1:agent=1:nonce=ab"
+assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
+print("READY", flush=True)
+time.sleep(600)
+""")
+    try:
+        html = text(auditor.get(f"/p/default/s/{sid}/"))
+        box = re.search(r'<section class="liveness liveness-live" id="liveness">(.*?)</section>', html, re.S).group(1)
+        assert "compression lock" in box and "age " in box and f"pid {proc.pid}" in box
+        assert "host namespace" in box and "process running" in box and "blocks" in box
+        assert "Delete…" not in box  # auditors see the evidence, not the action
+        assert 'href="/p/default/s/%s/delete/"' % sid in text(admin.get(f"/p/default/s/{sid}/"))
+    finally:
+        stop(proc)
+    html = text(auditor.get(f"/p/default/s/{sid}/"))
+    assert "liveness-maybe_live" in html and "process provably dead" in html
+
+
+def test_confirm_delete_trash_and_restore(home):
+    admin = user("Admin")
+    sids = ids("default")
+    s = registry.get("default")
+    before = dump(s)
+    page = admin.get(f"/p/default/s/{sids['cli_main']}/delete/")
+    html = text(page)
+    assert page.status_code == 200 and "not live" in html
+    assert sids["delegate_child"] in html and "delegate child" in html and "session_model_usage" in html
+    response = admin.post(f"/p/default/s/{sids['cli_main']}/delete/apply/", {"token": token_of(html)})
+    assert response.status_code == 302 and response["Location"].startswith("/trash/")
+    entry_id = response["Location"].split("/")[2]
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id IN (?, ?)", (sids["cli_main"], sids["delegate_child"])) == [(0,)]
+    assert admin.get(f"/p/default/s/{sids['cli_main']}/").status_code == 404
+    listing = text(admin.get("/trash/"))
+    assert entry_id in listing and sids["cli_main"] in listing
+    detail = text(admin.get(f"/trash/{entry_id}/"))
+    assert "Restore" in detail and str(trash.get_entry(entry_id).path) in detail
+    response = admin.post(f"/trash/{entry_id}/restore/")
+    assert response.status_code == 302 and response["Location"] == f"/p/default/s/{sids['cli_main']}/"
+    assert dump(s) == before
+    assert list(AuditEvent.objects.values_list("action", "outcome", "actor__username").order_by("id")) == [
+        ("delete_session", "applied", "admin"), ("restore_session", "applied", "admin")]
+    assert AuditEvent.objects.filter(request_address="127.0.0.1").count() == 2
+
+
+def test_a_write_between_the_steps_refuses_and_shows_the_evidence_again(home):
+    admin = user("Admin")
+    sid = ids("default")["long"]
+    s = registry.get("default")
+    html = text(admin.get(f"/p/default/s/{sid}/delete/"))
+    hermes(s, f"db.append_message({sid!r}, 'user', 'wait, one more thing')")
+    response = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token_of(html)})
+    page = text(response)
+    assert response.status_code == 409
+    assert 'id="refusal"' in page and "an agent wrote since" in page and "last message id" in page
+    assert "recent activity" in page and "maybe live" in page  # the new write is evidence now
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]
+    [event] = AuditEvent.objects.all()
+    assert event.outcome == "refused"
+
+
+def test_live_session_is_refused_and_the_override_needs_its_permission(home):
+    sids = ids("edge")
+    s = registry.get("edge")
+    sid = sids["long"]
+    admin, deleter_only = user("Admin"), user("none", "deleter")
+    User.objects.get(username="deleter").user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_dashboard", "delete_sessions"]))
+    html = text(admin.get(f"/p/edge/s/{sid}/delete/"))
+    token = token_of(html)
+    proc = agent(s, sid)
+    try:
+        page = text(admin.get(f"/p/edge/s/{sid}/delete/"))
+        assert "liveness-live" in page and "Deletion is refused" in page and 'name="token"' not in page
+        response = admin.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token})
+        assert response.status_code == 409 and "Not deleted" in text(response)
+    finally:
+        stop(proc)
+    page = text(admin.get(f"/p/edge/s/{sid}/delete/"))
+    assert "liveness-maybe_live" in page and 'name="override_id"' in page
+    token = token_of(page)
+    assert 'name="override_id"' not in text(deleter_only.get(f"/p/edge/s/{sid}/delete/"))
+    assert deleter_only.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token, "override_id": sid}).status_code == 403
+    assert admin.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token}).status_code == 409
+    response = admin.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token, "override_id": sid})
+    assert response.status_code == 302
+    event = AuditEvent.objects.filter(outcome="applied").get()
+    assert event.check_code == "override_live" and "OVERRIDE" in event.reason and event.actor.username == "admin"
+    assert AuditEvent.objects.filter(outcome="refused").count() == 2
+
+
+def test_a_token_for_another_session_or_forged_is_rejected(home):
+    admin = user("Admin")
+    sids = ids("default")
+    html = text(admin.get(f"/p/default/s/{sids['long']}/delete/"))
+    assert admin.post(f"/p/default/s/{sids['hostile']}/delete/apply/", {"token": token_of(html)}).status_code == 400
+    assert admin.post(f"/p/default/s/{sids['long']}/delete/apply/", {"token": "forged"}).status_code == 400
+    assert not AuditEvent.objects.exists()
+
+
+def test_bulk_delete_runs_as_one_job_and_skips_the_live_session(home):
+    admin = user("Admin")
+    sids = ids("default")
+    s = registry.get("default")
+    listing = text(admin.get("/sessions/?profile=default"))
+    assert 'form="bulk-delete"' in listing and 'id="bulk-delete"' in listing
+    chosen = [sids["hostile"], sids["long"], sids["cron"], sids["cli_main"], sids["delegate_child"]]
+    proc = hermes_background(s, f"""
+assert db.try_acquire_compression_lock({sids['long']!r}, f"pid={{os.getpid()}}:tid=1", ttl_seconds=3600)
+print("READY", flush=True)
+time.sleep(600)
+""")
+    try:
+        page = text(admin.post("/sessions/delete/", {"s": [f"default {sid}" for sid in chosen]}))
+        assert "goes with its parent" in page and "will be skipped" in page
+        response = admin.post("/sessions/delete/apply/", {"token": token_of(page)})
+        run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    finally:
+        stop(proc)
+    assert run.status == "done", run.error
+    statuses = {a["session_id"]: a["status"] for a in run.report["profiles"][0]["actions"]}
+    assert statuses == {sids["hostile"]: "applied", sids["long"]: "skipped", sids["cron"]: "applied",
+                        sids["cli_main"]: "applied"}
+    skipped = next(a for a in run.report["profiles"][0]["actions"] if a["status"] == "skipped")
+    assert "compression_lock" in skipped["reason"]
+    left = {r[0] for r in rows(s, "SELECT id FROM sessions")}
+    assert sids["long"] in left and not left & {sids["hostile"], sids["cron"], sids["cli_main"], sids["delegate_child"]}
+    events = AuditEvent.objects.filter(run=run)
+    assert sorted(events.values_list("outcome", flat=True)) == ["applied", "applied", "applied", "refused"]
+    assert len({e.backup_path for e in events if e.backup_path}) == 1  # one backup of the store for the job
+    page = text(admin.get(f"/runs/{run.pk}/"))
+    assert "Bulk deletion" in page and "trash entry" in page
+
+
+@pytest.mark.parametrize("role", ["Operator", "Auditor"])
+def test_operators_and_auditors_cannot_delete_or_restore(home, role):
+    admin, other = user("Admin"), user(role)
+    sid = ids("default")["hostile"]
+    html = text(admin.get(f"/p/default/s/{sid}/delete/"))
+    token = token_of(html)
+    assert other.get(f"/p/default/s/{sid}/delete/").status_code == 403
+    assert other.post(f"/p/default/s/{sid}/delete/apply/", {"token": token}).status_code == 403
+    assert other.post(f"/p/default/s/{sid}/delete/apply/", {"token": token, "override_id": sid}).status_code == 403
+    assert other.post("/sessions/delete/", {"s": [f"default {sid}"]}).status_code == 403
+    assert other.post("/sessions/delete/apply/", {"token": token}).status_code == 403
+    assert 'form="bulk-delete"' not in text(other.get("/sessions/"))
+    entry_id = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token})["Location"].split("/")[2]
+    assert other.get("/trash/").status_code == 200  # the trash can be looked at
+    detail = text(other.get(f"/trash/{entry_id}/"))
+    assert "Restoring needs" in detail and f'action="/trash/{entry_id}/restore/"' not in detail
+    assert other.post(f"/trash/{entry_id}/restore/").status_code == 403
+    assert trash.get_entry(entry_id).state == "deleted"
+    assert not HealRun.objects.exists()
+    assert list(AuditEvent.objects.values_list("outcome", flat=True)) == ["applied"]
+
+
+@pytest.mark.parametrize("url", ["/p/default/s/{sid}/delete/apply/", "/sessions/delete/", "/sessions/delete/apply/",
+                                 "/trash/{entry}/restore/"])
+def test_csrf_is_enforced_on_every_deletion_post(home, url):
+    sid = ids("default")["hostile"]
+    s = registry.get("default")
+    item = deletion.token_item(deletion.plan_for(s, sid))
+    entry = trash.new_entry("default", sid, store_path=str(s.path), session_id=sid)
+    entry.update(state="deleted", targets=[sid])
+    root = User.objects.create_superuser("root", "", "pw")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(root)
+    data = {"token": deletion.sign([item]), "s": [f"default {sid}"]}
+    assert client.post(url.format(sid=sid, entry=entry.id), data).status_code == 403
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]
+    assert not AuditEvent.objects.exists() and not HealRun.objects.exists()
+
+
+def test_anonymous_is_sent_to_login(home):
+    sid = ids("default")["hostile"]
+    for url in (f"/p/default/s/{sid}/delete/", "/trash/"):
+        response = Client().get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/login/")
