@@ -57,8 +57,9 @@ def _secret_key() -> str:
     except FileNotFoundError:
         DATA_DIR.mkdir(parents=True, exist_ok=True)
         key = secrets.token_urlsafe(50)
-        path.write_text(key)
-        path.chmod(0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key)
         return key
 
 
@@ -136,6 +137,11 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "hermes_admin.sqlite3",
             "OPTIONS": {"init_command": "PRAGMA busy_timeout = 5000;", "transaction_mode": "IMMEDIATE"},
+            # A file, not Django's default in-memory test database: background jobs
+            # write from other threads, and a shared-cache memory database answers
+            # concurrent writers with "table is locked" instead of waiting.
+            # One per process, so test runs sharing a data folder never share it.
+            "TEST": {"NAME": str(DATA_DIR / f"test-hermes_admin-{os.getpid()}.sqlite3")},
         }
     }
 DATABASE_ROUTERS = ["sessions_app.routers.StoreRouter"]
@@ -182,8 +188,6 @@ HERMES_QUICK_CHECK_BUDGET = env_float("HERMES_ADMIN_QUICK_CHECK_BUDGET", 60)
 # Mask API keys, tokens and passwords in displayed and exported transcripts for
 # everyone (users without the transcript permission always get masked text).
 HERMES_ADMIN_MASK_SECRETS = env_bool("HERMES_ADMIN_MASK_SECRETS")
-# Days a deleted session stays in the trash (restorable) before `manage.py purge_trash` removes it.
-HERMES_TRASH_RETENTION_DAYS = env_float("HERMES_ADMIN_TRASH_RETENTION_DAYS", 30)
 # Days a deleted session stays in the trash (restorable) before `manage.py purge_trash` removes it.
 HERMES_TRASH_RETENTION_DAYS = env_float("HERMES_ADMIN_TRASH_RETENTION_DAYS", 30)
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".

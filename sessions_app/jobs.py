@@ -17,6 +17,7 @@ import sys
 import threading
 from pathlib import Path
 
+import psutil
 from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
@@ -38,13 +39,28 @@ def start(run: HealRun):
         return thread
     logs = Path(settings.DATA_DIR) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    log = open(logs / f"run-{run.pk}.log", "ab")
     manage = Path(settings.BASE_DIR) / "manage.py"
-    return subprocess.Popen(
-        [sys.executable, str(manage), "run_job", str(run.pk)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True, close_fds=True, env=dict(os.environ),
-    )
+    with open(logs / f"run-{run.pk}.log", "ab") as log:  # the child keeps its own descriptor
+        child = subprocess.Popen(
+            [sys.executable, str(manage), "run_job", str(run.pk)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True, env=dict(os.environ),
+        )
+    # Reap the child when it ends, so finished jobs leave no zombie in the web worker.
+    threading.Thread(target=child.wait, daemon=True, name=f"reap-run-{run.pk}").start()
+    return child
+
+
+def mark_if_dead(run: HealRun) -> HealRun:
+    """A run still ``running`` whose process is gone (killed, machine restarted) is
+    marked failed, so its page stops waiting."""
+    if run.status != HealRun.Status.RUNNING or not run.pid:
+        return run
+    if not psutil.pid_exists(run.pid):
+        run.status, run.error, run.finished_at = (
+            HealRun.Status.FAILED, "the job process ended without finishing", timezone.now())
+        run.save(update_fields=["status", "error", "finished_at"])
+    return run
 
 
 def _thread_body(run_id: int) -> None:

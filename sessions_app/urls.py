@@ -15,14 +15,17 @@ urlpatterns = [
     path("p/<str:profile>/", profiles.profile_detail, name="profile"),
     path("p/<str:profile>/health/", health.profile_health, name="profile_health"),
     path("p/<str:profile>/heal/", health.heal_profile, name="heal_profile"),
-    path("p/<str:profile>/s/<str:session_id>/", sessions.session_detail, name="session"),
-    path("p/<str:profile>/s/<str:session_id>/repair/", health.repair_preview, name="repair_preview"),
-    path("p/<str:profile>/s/<str:session_id>/repair/apply/", health.repair_apply, name="repair_apply"),
-    path("p/<str:profile>/s/<str:session_id>/m/<int:message_id>/", sessions.message_raw, name="message_raw"),
+    path("p/<str:profile>/s/<path:session_id>/repair/", health.repair_preview, name="repair_preview"),
+    path("p/<str:profile>/s/<path:session_id>/repair/apply/", health.repair_apply, name="repair_apply"),
+    path("p/<str:profile>/s/<path:session_id>/m/<int:message_id>/", sessions.message_raw, name="message_raw"),
     path(
-        "p/<str:profile>/s/<str:session_id>/export.<str:fmt>",
+        "p/<str:profile>/s/<path:session_id>/export.<str:fmt>",
         sessions.session_export,
         name="session_export",
     ),
     path("", include("sessions_app.urls_delete")),  # deletion, trash, restore (issue 5)
+    path("", include("sessions_app.urls_migrate")),  # migration page, JSONL copy, id collisions (issue 4)
+    # Last: a session id may contain "/" (ids come from the store, not from us), so
+    # the bare session route must not shadow the longer routes above.
+    path("p/<str:profile>/s/<path:session_id>/", sessions.session_detail, name="session"),
 ]

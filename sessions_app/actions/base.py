@@ -74,17 +74,37 @@ class ActionContext:
     now: float
 
 
+class Changed(Exception):
+    """The state a plan was made against changed before it could be applied."""
+
+
 class Action:
-    """Base class; subclasses set ``name`` and ``heals`` (check codes)."""
+    """Base class; subclasses set ``name`` and ``heals`` (check codes).
+
+    ``permission`` is the dashboard permission a user needs to apply it (checked by
+    the engine and the views; cron runs have no user). ``multi_store`` actions
+    (moves) implement ``run(applier, store, plan, outcome)`` themselves, reusing the
+    engine's backups, liveness and audit; the engine then skips its single-store steps.
+    """
 
     name = ""
     heals: tuple[str, ...] = ()
     writes_store = True
     # Whether liveness of the finding's session must be "not live" before writing.
     needs_idle_session = True
+    permission = "run_heal"
+    multi_store = False
 
     def plan(self, ctx: ActionContext, finding) -> Plan:
         raise NotImplementedError
+
+    def validate(self, store: Store, plan: Plan) -> None:
+        """Re-check, at apply time, that a plan (possibly sent back by a browser) only
+        names what this action may touch; raises ``ValueError`` otherwise."""
+
+    def liveness_ids(self, plan: Plan) -> list[str]:
+        """Sessions whose liveness must be ``not_live`` before writing."""
+        return [plan.session_id] if plan.session_id else []
 
     def state(self, conn: sqlite3.Connection, caps: Capabilities, plan: Plan) -> dict:
         """The facts the plan depends on, re-read inside the write transaction."""
@@ -97,6 +117,11 @@ class Action:
     def verify(self, conn: sqlite3.Connection, caps: Capabilities, plan: Plan) -> str | None:
         """After commit, on a fresh read-only connection: None when the repair holds."""
         return None
+
+    def after_verify(self, plan: Plan) -> str:
+        """Work that may follow only a verified repair (e.g. archiving a file);
+        returns a note for the outcome ('' for none)."""
+        return ""
 
     def new_plan(self, ctx: ActionContext, finding, summary: str, **kwargs) -> Plan:
         return Plan(

@@ -18,22 +18,29 @@ For each plan (design section 1, rules 2-6):
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
 
+from ..checks.files import deleted_sidecar_holders
 from ..models import AuditEvent
 from ..stores import liveness
 from ..stores.backup import BackupError, BackupRecord, backup_store
 from ..stores.store import Store
 from ..stores.writer import StoreBusy, transaction, writer
-from .base import Action, ActionContext, Change, Plan
+from .base import Action, ActionContext, Change, Changed, Plan
 from .files import RemoveLeftoverFiles
+from .move import MoveToOwnerStore
 from .rows import ClearStaleLease, HideDuplicates
 from .session_rows import (
     CloseStaleSession, DetachFromMissingParent, InheritRoutingIdentity, RecountSession, RecreateSessionRow,
     ReopenCompressionParent, StampOwner,
 )
+from .transcripts import ImportJsonlTranscript
+
+log = logging.getLogger("sessions_app.actions")
 
 ACTIONS: dict[str, Action] = {
     action.name: action
@@ -41,6 +48,7 @@ ACTIONS: dict[str, Action] = {
         RecreateSessionRow(), DetachFromMissingParent(), ReopenCompressionParent(), RecountSession(),
         HideDuplicates(), CloseStaleSession(), StampOwner(), ClearStaleLease(), InheritRoutingIdentity(),
         RemoveLeftoverFiles(),
+        ImportJsonlTranscript(), MoveToOwnerStore(),
     )
 }
 
@@ -90,10 +98,6 @@ class Outcome:
         }
 
 
-class Changed(Exception):
-    """The state a plan was made against changed before it could be applied."""
-
-
 class Applier:
     """Applies plans for one run; remembers which stores were backed up.
 
@@ -116,10 +120,13 @@ class Applier:
 
     def _live(self, store, conn, caps, plan, now) -> liveness.Liveness | None:
         action = ACTIONS[plan.action]
-        if not action.needs_idle_session or not plan.session_id:
+        if not action.needs_idle_session:
             return None
-        verdict = liveness.evidence_for(store, conn, caps, plan.session_id, now)
-        return verdict if verdict.verdict != "not_live" else None
+        for session_id in action.liveness_ids(plan):
+            verdict = liveness.evidence_for(store, conn, caps, session_id, now)
+            if verdict.verdict != "not_live":
+                return verdict
+        return None
 
     def apply(self, store: Store, plan: Plan) -> Outcome:
         """Apply one plan; never raises for store problems (they become the outcome)."""
@@ -127,8 +134,14 @@ class Applier:
         action = ACTIONS[plan.action]
         outcome = Outcome(plan, "skipped")
         try:
+            action.validate(store, plan)
             if plan.blocked:
                 outcome.reason = plan.blocked
+            elif self.actor is not None and not self.actor.has_perm(f"sessions_app.{action.permission}"):
+                outcome.reason = f"{self.actor_label} lacks the {action.permission} permission this action needs"
+                outcome.refused = True
+            elif action.multi_store:
+                action.run(self, store, plan, outcome)
             else:
                 self._apply(store, action, plan, outcome)
         except StoreBusy:
@@ -139,11 +152,20 @@ class Applier:
             outcome.status, outcome.reason = "failed", f"no write: {exc}"
         except (sqlite3.Error, OSError) as exc:
             outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
+        except ValueError as exc:
+            outcome.status, outcome.reason = "failed", f"invalid plan: {exc}"
+        except Exception as exc:  # an unexpected value in a damaged store: fail this one, go on
+            log.exception("action %s failed on %s", plan.action, store.path)
+            outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
         self._audit(store, plan, outcome, int((time.monotonic() - started) * 1000))
         return outcome
 
     def _apply(self, store: Store, action: Action, plan: Plan, outcome: Outcome) -> None:
         now = time.time()
+        hazard = store_hazard(store)
+        if hazard:
+            outcome.reason, outcome.refused = hazard, True
+            return
         with store.read() as conn:
             caps = store.capabilities(conn)
             live = self._live(store, conn, caps, plan, now)
@@ -154,9 +176,17 @@ class Applier:
             if normalized(action.state(conn, caps, plan)) != plan.guard:
                 raise Changed("re-read before writing")
         if plan.writes_store:
+            identity = _identity(store.path)
             outcome.backup = self.backup_for(store)
             with writer(store) as conn:
                 with transaction(conn):
+                    # The file written must be the one just backed up, still safe to write.
+                    if _identity(store.path) != identity:
+                        raise Changed("the store file was replaced")
+                    hazard = store_hazard(store)
+                    if hazard:
+                        outcome.reason, outcome.refused = hazard, True
+                        return
                     live = self._live(store, conn, caps, plan, time.time())
                     if live is not None:
                         outcome.reason, outcome.refused = _live_reason(live), True
@@ -170,6 +200,12 @@ class Applier:
         with store.read() as conn:
             problem = action.verify(conn, caps, plan)
         outcome.status, outcome.reason = ("failed", f"verify: {problem}") if problem else ("applied", "")
+        if not problem:
+            outcome.reason = action.after_verify(plan)
+
+    def audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int) -> None:
+        """Record one AuditEvent for ``store`` (multi-store actions call it per store)."""
+        self._audit(store, plan, outcome, duration_ms)
 
     def _audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int) -> None:
         backup = outcome.backup if outcome.status == "applied" or outcome.rows_changed else None
@@ -193,6 +229,38 @@ class Applier:
             request_address=self.request_address,
             run=self.run,
         )
+
+
+def _identity(path) -> tuple:
+    st = os.stat(path)  # stat opens no descriptor (ground rule 5)
+    return (st.st_dev, st.st_ino)
+
+
+def store_hazard(store: Store) -> str | None:
+    """Why no write may touch ``store`` now, or None.
+
+    Hermes itself refuses to connect while a process holds a deleted ``-wal``/``-shm``
+    (a split WAL generation, reference 6.5), and its own schema repair may be midway
+    when scratch or staging copies lie beside the store (reference 1.3); the
+    dashboard refuses in both cases, as it does for a store it cannot read.
+    """
+    status = store.readiness()
+    if status is not None:
+        return f"the store is {status.status}: {status.reason}"
+    holders = deleted_sidecar_holders(store.path)
+    if holders:
+        who = ", ".join(f"pid {h['pid']} ({h['name']}) holds a deleted {h['file']}" for h in holders[:3])
+        return f"split WAL generation, nothing written: {who}; quit those processes and run 'hermes doctor'"
+    try:
+        names = os.listdir(store.path.parent)
+    except OSError as exc:
+        return f"cannot list the profile folder: {exc.strerror}"
+    base = store.path.name
+    risky = [n for n in names if n.startswith((f"{base}.retired-wal-", f"{base}.repair-scratch",
+                                               f"{base}.backup-staging-"))]
+    if risky:
+        return f"Hermes recovery files lie beside the store ({', '.join(sorted(risky)[:3])}); nothing written"
+    return None
 
 
 def _live_reason(live: liveness.Liveness) -> str:

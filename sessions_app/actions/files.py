@@ -24,6 +24,31 @@ def _stat(path: Path):
     return [st.st_size, st.st_mtime_ns]
 
 
+def move_without_loss(source: Path, target: Path) -> Path:
+    """Move one file, never overwriting and never losing bytes appended meanwhile.
+
+    Same filesystem: an atomic rename (to a free name). Otherwise: copy, compare
+    size and mtime with the source, then unlink; a file that changed during the copy
+    is left in place (``OSError``). Returns the final target path.
+    """
+    final, n = target, 1
+    while final.exists():
+        final = target.with_name(f"{target.name}.{n}")
+        n += 1
+    if source.stat().st_dev == final.parent.stat().st_dev:
+        os.link(source, final)  # fails instead of replacing an existing name
+        os.unlink(source)
+        return final
+    before = source.stat()
+    shutil.copy2(source, final)
+    after = source.stat()
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or final.stat().st_size != after.st_size:
+        final.unlink()
+        raise OSError(f"{source} changed while it was copied; left in place")
+    os.unlink(source)
+    return final
+
+
 class RemoveLeftoverFiles(Action):
     """Move ``sessions/`` files of a session that no longer exists into the trash.
 
@@ -36,7 +61,9 @@ class RemoveLeftoverFiles(Action):
     name = "remove_leftover_files"
     heals = ("leftover_files",)
     writes_store = False
-    needs_idle_session = False  # the session does not exist; the guard re-checks that
+    # The session row is gone, but a live agent may still be about to recreate it
+    # (reference 7.2): registry and recent activity are checked like for any repair.
+    needs_idle_session = True
 
     def plan(self, ctx, finding):
         sessions_dir = ctx.store.profile.sessions_dir
@@ -53,13 +80,27 @@ class RemoveLeftoverFiles(Action):
             plan.blocked = "the finding names no file"
         elif one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (finding.session_id,)):
             plan.blocked = "the session exists"
+        elif one(ctx.conn, "SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (finding.session_id,)):
+            plan.blocked = "messages of this session are still in the store (its row may come back)"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
+
+    def validate(self, store, plan):
+        p = plan.params
+        if Path(p.get("dir", "")) != store.profile.sessions_dir:
+            raise ValueError("files must come from this profile's sessions/ folder")
+        target = Path(p.get("target", "")).resolve()
+        if not target.is_relative_to(trash_dir().resolve()):
+            raise ValueError("files may only go into the dashboard's trash")
+        for name in p.get("files", []):
+            if "/" in name or name in ("", ".", "..") or name.startswith("state.db"):
+                raise ValueError(f"not a session file name: {name!r}")
 
     def state(self, conn, caps, plan):
         folder = Path(plan.params["dir"])
         return {
             "session_exists": bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?", (plan.session_id,))),
+            "has_messages": bool(one(conn, "SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (plan.session_id,))),
             "files": {n: _stat(folder / n) for n in plan.params["files"]},
         }
 
@@ -70,7 +111,7 @@ class RemoveLeftoverFiles(Action):
         for name in plan.params["files"]:
             source = folder / name
             if source.exists():
-                shutil.move(str(source), str(target / name))
+                move_without_loss(source, target / name)
                 moved += 1
         return moved
 

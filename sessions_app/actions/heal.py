@@ -17,14 +17,17 @@ remain afterwards.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from typing import Callable, Iterable
 
 from ..checks import run_store_checks
 from ..models import FindingSnapshot
 from ..stores.store import Store
+from .base import Plan
 from .engine import Applier, Outcome, plan_for
 
+log = logging.getLogger("sessions_app.actions")
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -65,7 +68,16 @@ def heal(
     started = time.time()
     profiles = []
     for done, store in enumerate(stores, start=1):
-        profiles.append(_heal_store(store, everything, only, apply, applier))
+        try:
+            profiles.append(_heal_store(store, everything, only, apply, applier))
+        except Exception as exc:  # one store's surprise must not end the run (rule 9)
+            log.exception("heal run failed on %s", store.path)
+            profiles.append({
+                "profile": store.key, "root": str(store.profile.root), "path": str(store.path),
+                "status": "unreadable", "schema_version": None,
+                "error": f"the pass failed: {exc.__class__.__name__}: {exc}",
+                "findings": [], "actions": [], "backup": None,
+            })
         if progress:
             progress(f"{store.key}: {profiles[-1]['status']}", done, len(stores))
     summary = {"profiles": len(profiles), **{s: 0 for s in SEVERITIES}, "applied": 0, "skipped": 0, "failed": 0}
@@ -102,9 +114,23 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
     if report.status != "ok":
         return entry
     outcomes: list[Outcome] = []
+    plans = []
     with store.read() as conn:
         caps = store.capabilities(conn)
-        plans = [p for p in (plan_for(store, conn, caps, f) for f in report.findings if f.heal) if p is not None]
+        for finding in report.findings:
+            if not finding.heal:
+                continue
+            try:
+                plan = plan_for(store, conn, caps, finding)
+            except Exception as exc:  # an unexpected value: this repair fails, the rest goes on
+                log.exception("planning %s failed on %s", finding.heal, store.path)
+                failed = Plan(action=finding.heal, check=finding.check, profile=store.key,
+                              store_path=str(store.path), session_id=finding.session_id,
+                              summary="planning failed")
+                outcomes.append(Outcome(failed, "failed", f"planning failed: {exc.__class__.__name__}: {exc}"))
+                continue
+            if plan is not None:
+                plans.append(plan)
     for plan in plans:
         if apply:
             outcomes.append(applier.apply(store, plan))

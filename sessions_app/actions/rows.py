@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ..stores.liveness import holder_is_dead
 from .base import Action, Change, one, row_dict
 from .session_rows import message_facts
 
@@ -51,6 +52,10 @@ class HideDuplicates(Action):
             plan.blocked = "the finding names no row to hide"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
+
+    def validate(self, store, plan):
+        if not all(isinstance(i, int) for i in plan.params.get("hide_ids", [])):
+            raise ValueError("message ids must be integers")
 
     def state(self, conn, caps, plan):
         return {
@@ -103,16 +108,26 @@ class ClearStaleLease(Action):
             changes=[Change("delete", table or "?", {column or "key": key}, before=row)],
             params={"table": table, "column": column, "key": key, "row": row},
         )
+        expires = row["expires_at"] if row else None
         if column is None or row is None:
             plan.blocked = "no such lease row"
-        elif row["expires_at"] > ctx.now - LEASE_GRACE_SECONDS:
-            hours = max(0.0, (ctx.now - row["expires_at"]) / 3600)
+        elif not isinstance(expires, (int, float)):
+            plan.blocked = f"the row's expires_at is not a time ({expires!r}); left for Hermes to reclaim"
+        elif holder_is_dead(row["holder"]) is False:
+            plan.blocked = "the holder process is still running (it may revive its own lease)"
+        elif expires > ctx.now - LEASE_GRACE_SECONDS:
+            hours = max(0.0, (ctx.now - expires) / 3600)
             plan.blocked = (
-                "the lease is not expired" if row["expires_at"] > ctx.now
+                "the lease is not expired" if expires > ctx.now
                 else f"expired only {hours:.1f} h ago; Hermes reclaims it itself (the dashboard clears rows expired > 24 h)"
             )
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
+
+    def validate(self, store, plan):
+        p = plan.params
+        if LEASE_TABLES.get(p.get("table")) != p.get("column"):
+            raise ValueError(f"not a lease table: {p.get('table')!r}")
 
     def state(self, conn, caps, plan):
         p = plan.params

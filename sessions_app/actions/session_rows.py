@@ -78,6 +78,15 @@ class RecreateSessionRow(Action):
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
 
+    def validate(self, store, plan):
+        values = plan.params.get("values", {})
+        if set(values) - {"id", "source", "started_at", "message_count", "profile_name"}:
+            raise ValueError(f"unexpected columns {sorted(set(values) - {'id', 'source', 'started_at', 'message_count', 'profile_name'})}")
+        if values.get("id") != plan.session_id or values.get("source") != "unknown":
+            raise ValueError("a recreated row carries its own id and source 'unknown' only")
+        if values.get("profile_name") not in (None, store.profile.name):
+            raise ValueError("the owner must be this store's profile")
+
     def state(self, conn, caps, plan):
         return {
             "row_exists": bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?", (plan.session_id,))),
@@ -122,6 +131,11 @@ class DetachFromMissingParent(Action):
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
 
+    def liveness_ids(self, plan):
+        # A live agent whose row was deleted recreates it on its next flush
+        # (reference 7.2): then the link is not dangling for long, keep it.
+        return [plan.session_id, plan.params["parent"]] if plan.params.get("parent") else [plan.session_id]
+
     def state(self, conn, caps, plan):
         parent = plan.params["parent"]
         return {
@@ -160,9 +174,13 @@ class ReopenCompressionParent(Action):
                 Change("update", "sessions", {"id": finding.session_id}, "end_reason", row.get("end_reason"), None),
             ],
         )
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
         if row.get("end_reason") != "compression":
             plan.blocked = "the session did not end by compression"
-        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        elif plan.guard["continuation"]:
+            plan.blocked = "a continuation exists now"
+        elif plan.guard["lock"] is not None:
+            plan.blocked = "a compression lock row exists for it; let Hermes finish or reclaim it"
         return plan
 
     def state(self, conn, caps, plan):
@@ -279,7 +297,7 @@ class InheritRoutingIdentity(Action):
     """Copy routing identity from a compression parent into a continuation lacking it.
 
     Compression children inherit routing columns from the parent at creation
-    (reference 3.1/7.2, ``_insert_session_row``); only columns NULL in the child and
+    (reference 3.1/7.2, ``_insert_session_row``); only columns NULL or blank in the child and
     set in the parent are copied, and only across a compression edge.
     """
 
@@ -293,7 +311,7 @@ class InheritRoutingIdentity(Action):
         parent = session_row(ctx.conn, ctx.caps, parent_id, ["end_reason", "ended_at", *ROUTING_COLUMNS]) if parent_id else None
         copies = {
             col: parent[col] for col in ROUTING_COLUMNS
-            if parent and col in child and child.get(col) is None and parent.get(col) is not None
+            if parent and col in child and child.get(col) in (None, "") and parent.get(col) not in (None, "")
         }
         plan = self.new_plan(
             ctx, finding,
@@ -316,17 +334,22 @@ class InheritRoutingIdentity(Action):
             "parent": session_row(conn, caps, plan.params["parent"], ["end_reason", *ROUTING_COLUMNS]) if plan.params["parent"] else None,
         }
 
+    def validate(self, store, plan):
+        unknown = set(plan.params.get("copies", {})) - set(ROUTING_COLUMNS)
+        if unknown:
+            raise ValueError(f"not routing columns: {sorted(unknown)}")
+
     def write(self, conn, caps, plan):
         changed = 0
         for col, value in plan.params["copies"].items():
             changed += conn.execute(
-                f"UPDATE sessions SET {col} = ? WHERE id = ? AND {col} IS NULL", (value, plan.session_id)
+                f"UPDATE sessions SET {col} = ? WHERE id = ? AND ({col} IS NULL OR {col} = '')", (value, plan.session_id)
             ).rowcount
         return changed
 
     def verify(self, conn, caps, plan):
         row = session_row(conn, caps, plan.session_id, list(plan.params["copies"])) or {}
-        missing = [c for c in plan.params["copies"] if row.get(c) is None]
+        missing = [c for c in plan.params["copies"] if row.get(c) in (None, "")]
         return f"still NULL: {', '.join(missing)}" if missing else None
 
 

@@ -7,23 +7,18 @@ repair ledger JSON) may be read. Nothing is created, moved or deleted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-from ..stores.transcript import JSON_PREFIX
+from ..stores import jsonl
 from .base import Check, capped, chunks, placeholders, plural
 
 REPAIR_LEDGER_CAP = 3  # upstream stops automatic repair after 3 failures (reference 1.3)
-# JSONL lines that are bookkeeping, not conversation (reference 1.5); system rows
-# are left out because the store keeps the system prompt on the session row.
-SKIP_ROLES = ("session_meta", "system")
 
 
 def _size(path: Path) -> int | None:
@@ -221,87 +216,42 @@ def existing_ids(ctx, ids: list[str]) -> set[str]:
     return present
 
 
-def _normal_content(value) -> str:
-    """Content in one comparable form: structured content (a list/dict, or the
-    store's ``\\x00json:`` text) as canonical JSON, text as is, None as ''."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        if not value.startswith(JSON_PREFIX):
-            return value
-        try:
-            value = json.loads(value[len(JSON_PREFIX):])
-        except ValueError:
-            return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def message_identity(role, content, tool_call_id) -> str:
-    """Digest of what makes a message the same message: role, content, tool call id."""
-    text = "\x1f".join((str(role or ""), _normal_content(content), str(tool_call_id or "")))
-    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+def ids_with_messages(ctx, ids: list[str]) -> set[str]:
+    present: set[str] = set()
+    for part in chunks(sorted(ids)):
+        present.update(r[0] for r in ctx.conn.execute(
+            f"SELECT DISTINCT session_id FROM messages WHERE session_id IN ({placeholders(len(part))})", part))
+    return present
 
 
 @dataclass
-class JsonlSummary:
-    """A JSONL transcript read line by line. ``identities`` counts message digests."""
+class JsonlGap:
+    """A session's JSONL file against its rows (``stores.jsonl``): the parsed file,
+    the rows in the store, and the ordered alignment of the two."""
 
-    messages: int = 0
-    malformed_lines: int = 0
-    skipped_lines: int = 0
-    identities: Counter = field(default_factory=Counter)
+    file: jsonl.JsonlFile
+    rows: int
+    alignment: jsonl.Alignment
 
-
-def read_jsonl(path: Path) -> JsonlSummary:
-    """Parse ``path`` one line at a time; malformed lines are counted, never fatal."""
-    summary = JsonlSummary()
-    try:
-        fh = open(path, "rb")
-    except OSError:
-        return summary
-    with fh:
-        for raw in fh:
-            line = raw.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line.decode("utf-8", "replace"))
-            except ValueError:
-                summary.malformed_lines += 1
-                continue
-            role = obj.get("role") if isinstance(obj, dict) else None
-            if not isinstance(role, str) or not role or role in SKIP_ROLES:
-                summary.skipped_lines += 1
-                continue
-            summary.messages += 1
-            summary.identities[message_identity(role, obj.get("content"), obj.get("tool_call_id"))] += 1
-    return summary
+    @property
+    def missing(self) -> int:
+        return len(self.alignment.missing)
 
 
-def store_identities(ctx, session_id: str) -> Counter:
-    """Digests of every row of the session (active or not: a rewound or compacted
-    row is still in the store). Streams one row at a time."""
-    counts: Counter = Counter()
-    cur = ctx.conn.execute(
-        "SELECT role, CAST(content AS BLOB), tool_call_id FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
-    for role, content, call_id in cur:
-        counts[message_identity(role, content, call_id)] += 1
-    return counts
-
-
-def jsonl_gap(ctx, files: SessionFiles) -> tuple[JsonlSummary, int, int]:
-    """``(summary, rows in store, messages the store lacks)`` for a session's JSONL."""
+def jsonl_gap(ctx, files: SessionFiles) -> JsonlGap:
+    """The file of ``files`` aligned with its session's rows (memoized per pass)."""
     def compute():
-        summary = read_jsonl(files.jsonl)
-        if not summary.messages:
-            return summary, 0, 0
-        stored = store_identities(ctx, files.session_id)
-        missing = sum(max(0, n - stored.get(d, 0)) for d, n in summary.identities.items())
-        return summary, sum(stored.values()), missing
+        parsed = jsonl.read_file(files.jsonl, files.session_id)
+        rows = jsonl.store_rows(ctx.conn, ctx.caps, files.session_id) if parsed.messages else []
+        return JsonlGap(parsed, len(rows), jsonl.align(parsed.messages, rows))
 
     return ctx.memo(f"jsonl:{files.session_id}", compute)
+
+
+def bad_lines_text(bad: list) -> str:
+    """``"line 7: broken JSON; line 9: unknown role 'narrator'"`` (first five)."""
+    shown = "; ".join(f"line {b.number}: {b.problem}" for b in bad[:5])
+    return shown + (f"; … ({len(bad)} in all)" if len(bad) > 5 else "")
 
 
 class TranscriptOnDiskOnly(Check):
@@ -323,15 +273,20 @@ class TranscriptOnDiskOnly(Check):
             return
         present = existing_ids(ctx, list(with_jsonl))
         for sid, files in sorted(with_jsonl.items()):
-            summary, stored, missing = jsonl_gap(ctx, files)
-            if missing <= 0:
+            gap = jsonl_gap(ctx, files)
+            if gap.missing <= 0:
                 continue
-            where = "the store has " + plural(stored, "row") if sid in present else "the session does not exist in the store"
-            yield self.finding(sid, missing, f"{files.jsonl.name} holds {plural(missing, 'message')} the store lacks "
-                                             f"({summary.messages} in the file; {where})", {
-                "path": str(files.jsonl), "file_messages": summary.messages, "store_rows": stored,
-                "missing": missing, "malformed_lines": summary.malformed_lines,
-                "skipped_lines": summary.skipped_lines, "session_exists": sid in present,
+            parsed = gap.file
+            where = "the store has " + plural(gap.rows, "row") if sid in present else "the session does not exist in the store"
+            detail = (f"{files.jsonl.name} holds {plural(gap.missing, 'message')} the store lacks "
+                      f"({len(parsed.messages)} in the file; {where})")
+            if parsed.bad:
+                detail += f"; {plural(len(parsed.bad), 'bad line')} will not be imported ({bad_lines_text(parsed.bad)})"
+            yield self.finding(sid, gap.missing, detail, {
+                "path": str(files.jsonl), "file_messages": len(parsed.messages), "store_rows": gap.rows,
+                "missing": gap.missing, "malformed_lines": len(parsed.bad),
+                "skipped_lines": len(parsed.meta) + len(parsed.skipped), "session_exists": sid in present,
+                "bad_lines": capped([{"line": b.number, "problem": b.problem} for b in parsed.bad]),
             })
 
 
@@ -351,11 +306,11 @@ class LeftoverFiles(Check):
         scanned = scan_sessions_dir(ctx)
         if not scanned:
             return
-        present = existing_ids(ctx, list(scanned))
+        present = existing_ids(ctx, list(scanned)) | ids_with_messages(ctx, list(scanned))
         for sid, files in sorted(scanned.items()):
             if sid in present:
-                continue
-            if files.jsonl is not None and jsonl_gap(ctx, files)[0].messages:
+                continue  # a row, or messages whose row may come back (orphan_messages)
+            if files.jsonl is not None and jsonl_gap(ctx, files).file.messages:
                 continue  # messages to import: transcript_on_disk_only reports it
             names = sorted(p.name for p in files.others + ([files.jsonl] if files.jsonl else []))
             yield self.finding(sid, len(names), f"{plural(len(names), 'file')} of a session that no longer exists: {', '.join(names[:3])}",

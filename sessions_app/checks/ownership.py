@@ -110,28 +110,48 @@ class OwnerMismatch(Check):
             yield self._finding(ctx, sid, own, profile_name, session_key)
 
     def _finding(self, ctx, sid, own, profile_name, session_key):
-        by_key = key_profile(session_key)
+        decision = owner_decision(ctx.store, profile_name, session_key)
         evidence = {"profile_name": profile_name, "session_key": session_key, "store_profile": own,
-                    "key_profile": by_key}
-        if by_key is not None and by_key != own:
-            target = by_key
-            if own != DEFAULT_PROFILE and by_key == DEFAULT_PROFILE:
-                kind, heal = "legacy_main", None  # upstream: report, or rekey/move by choice
-            else:
-                kind, heal = "wrong_store", "move_to_owner_store"
-            detail = f"session key {session_key} belongs to profile '{by_key}', not '{own}'"
-        elif by_key == own:
-            target, kind, heal = own, "mislabelled", "stamp_owner"
-            detail = f"profile_name is '{profile_name}' but the session key belongs to this profile '{own}'"
+                    "key_profile": key_profile(session_key), "kind": decision["kind"],
+                    "target_profile": decision["target"], "target_home": decision["home"]}
+        return self.finding(sid, 1, decision["detail"], evidence, heal=decision["heal"])
+
+
+def owner_decision(store, profile_name: str | None, session_key: str | None) -> dict:
+    """Who owns a row of ``store`` and what heals it, upstream's repair-profiles rules
+    (reference 6.1): ``{"kind", "target", "heal", "detail", "home"}``.
+
+    ``kind``: ``ok`` (this store's own), ``wrong_store`` (the key names another existing
+    profile: move), ``labelled_elsewhere`` (only ``profile_name`` names another existing
+    profile: move), ``mislabelled`` (the key is this store's, the label is not: restamp),
+    ``legacy_main`` (``agent:main:`` in a named store: report), ``unclaimed_namespace``
+    (the named profile does not exist: report). ``home`` is the target's home (str) or None.
+    """
+    own = store.profile.name
+    by_key = key_profile(session_key)
+    label = profile_name.strip() if isinstance(profile_name, str) else ""
+    if by_key is not None and by_key != own:
+        target = by_key
+        if own != DEFAULT_PROFILE and by_key == DEFAULT_PROFILE:
+            kind, heal = "legacy_main", None  # upstream: report, or rekey/move by choice
         else:
-            target, kind, heal = profile_name, "labelled_elsewhere", "move_to_owner_store"
-            detail = f"profile_name says '{profile_name}', but the session sits in profile '{own}'"
-        home = profile_home(ctx.store, target) if target else None
-        if home is None and kind != "mislabelled":
-            kind, heal = "unclaimed_namespace", None
-            detail += f"; profile '{target}' does not exist"
-        evidence.update({"kind": kind, "target_profile": target, "target_home": str(home) if home else None})
-        return self.finding(sid, 1, detail, evidence, heal=heal)
+            kind, heal = "wrong_store", "move_to_owner_store"
+        detail = f"session key {session_key} belongs to profile '{by_key}', not '{own}'"
+    elif by_key == own:
+        if not label or label == own:
+            return {"kind": "ok", "target": own, "heal": None, "detail": "", "home": str(store.profile.home)}
+        target, kind, heal = own, "mislabelled", "stamp_owner"
+        detail = f"profile_name is '{profile_name}' but the session key belongs to this profile '{own}'"
+    elif label and label != own:
+        target, kind, heal = label, "labelled_elsewhere", "move_to_owner_store"
+        detail = f"profile_name says '{profile_name}', but the session sits in profile '{own}'"
+    else:
+        return {"kind": "ok", "target": own, "heal": None, "detail": "", "home": str(store.profile.home)}
+    home = profile_home(store, target) if target else None
+    if home is None and kind != "mislabelled":
+        kind, heal = "unclaimed_namespace", None
+        detail += f"; profile '{target}' does not exist"
+    return {"kind": kind, "target": target, "heal": heal, "detail": detail, "home": str(home) if home else None}
 
 
 class IdCollision(Check):

@@ -9,6 +9,8 @@ connection (ground rule 1); each statement is its own short read transaction.
 
 from __future__ import annotations
 
+import logging
+
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -19,6 +21,8 @@ from ..stores.liveness import Evidence, LiveIndex, index_for, live_sessions
 from ..stores.schema import Capabilities
 from .base import SEVERITIES, CheckContext, Finding, Thresholds
 from .registry import BY_CODE, select
+
+log = logging.getLogger("sessions_app.checks")
 
 
 @dataclass
@@ -89,7 +93,8 @@ def _capabilities(store, conn, report: StoreReport) -> Capabilities:
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
                                 "AND name NOT LIKE 'sqlite_%' ORDER BY name").fetchall():
         try:
-            tables[name] = tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{name}")'))
+            quoted = '"' + name.replace('"', '""') + '"'
+            tables[name] = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({quoted})"))
         except sqlite3.DatabaseError:
             continue
     version = None
@@ -165,6 +170,10 @@ def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now
                 _fail(report, exc)
                 continue  # other checks may still read undamaged parts
             report.notes.append(f"{check.code} could not run: {reason}")
+            continue
+        except Exception as exc:  # a value of an unexpected type in a damaged store
+            log.exception("check %s failed on %s", check.code, store.path)
+            report.notes.append(f"{check.code} could not run: {exc.__class__.__name__}: {exc}")
             continue
         if check.code == "store_corrupt" and found:
             # quick_check's finding says more than a failed read: it replaces it.

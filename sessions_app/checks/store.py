@@ -116,7 +116,7 @@ class SchemaMalformed(Check):
 
 def _quick_check_lines(conn, table: str | None = None) -> list[str]:
     """quick_check output as lines (SQLite may join several errors in one row)."""
-    target = f'"{table}"' if table else str(QUICK_CHECK_MAX_ERRORS)
+    target = '"' + table.replace('"', '""') + '"' if table else str(QUICK_CHECK_MAX_ERRORS)
     rows = [r[0] for r in conn.execute(f"PRAGMA quick_check({target})")]
     return [part for row in rows for part in str(row).split("\n") if part.strip()]
 

@@ -13,6 +13,8 @@ import datetime as dt
 import hashlib
 import os
 import re
+import secrets
+import shutil
 import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +23,16 @@ from django.conf import settings
 
 from .connection import ro_uri
 from .store import Store
+
+
+FREE_MARGIN_BYTES = 256 * 1024 * 1024
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size  # stat, not open (ground rule 5)
+    except OSError:
+        return 0
 
 
 class BackupError(Exception):
@@ -54,8 +66,19 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
     (the partial copy is kept for inspection, never used).
     """
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    folder = backups_dir() / "-".join(p for p in (stamp, _slug(store.key), _slug(label), str(os.getpid())) if p)
-    folder.mkdir(parents=True, exist_ok=False)
+    unique = f"{os.getpid()}-{secrets.token_hex(3)}"
+    folder = backups_dir() / "-".join(p for p in (stamp, _slug(store.key), _slug(label), unique) if p)
+    try:
+        folder.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise BackupError(f"cannot create the backup folder {folder}: {exc.strerror or exc}") from exc
+    # The data folder often shares a disk with the Hermes home: filling it would make
+    # Hermes' own writes fail. Ask for the store's size (plus its WAL) and a margin.
+    need = sum(_size(p) for p in (store.path, Path(f"{store.path}-wal"))) * 1.1 + FREE_MARGIN_BYTES
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        folder.rmdir()
+        raise BackupError(f"not enough free space for a backup in {backups_dir()} ({free} bytes free, {int(need)} needed)")
     target = folder / "state.db"
     try:
         source = sqlite3.connect(ro_uri(store.path), uri=True, timeout=settings.HERMES_READ_TIMEOUT)
@@ -71,9 +94,11 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
         finally:
             source.close()
     except sqlite3.Error as exc:
+        shutil.rmtree(folder, ignore_errors=True)  # a partial copy is no backup
         raise BackupError(f"backup of {store.path} failed: {exc}") from exc
     if result != [("ok",)]:
-        raise BackupError(f"backup of {store.path} failed integrity_check: {result[:3]}")
+        # Kept for inspection: the store itself may be damaged; say where it is.
+        raise BackupError(f"backup of {store.path} failed integrity_check ({result[:3]}); copy left in {folder}")
     digest = hashlib.sha256()
     with open(target, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -22,6 +22,7 @@ import datetime as dt
 import html
 import json
 import re
+import sqlite3
 from typing import Iterator
 
 from ..secrets import mask, mask_value
@@ -76,8 +77,32 @@ def _row_dict(row: dict) -> dict:
     return out
 
 
+def _guarded(pieces: Iterator[str], marker) -> Iterator[str]:
+    """Pass ``pieces`` through; if reading the store fails midway, end with
+    ``marker(error)`` so a cut-short export never looks complete."""
+    try:
+        yield from pieces
+    except sqlite3.Error as exc:
+        yield marker(f"{exc.__class__.__name__}: {exc}")
+
+
 def jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
           masked: bool = False) -> Iterator[str]:
+    """JSON Lines (see :func:`_jsonl`); a read error ends it with an
+    ``{"role": "export_error"}`` line."""
+    return _guarded(_jsonl(store, session_id, lineage, include_inactive, masked),
+                    lambda error: json.dumps({"role": "export_error", "error": error}) + "\n")
+
+
+def markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
+             masked: bool = False) -> Iterator[str]:
+    """Markdown (see :func:`_markdown`); a read error ends it with a notice."""
+    return _guarded(_markdown(store, session_id, lineage, include_inactive, masked),
+                    lambda error: f"\n---\n\n**Export stopped early: {_inline(error)}**\n")
+
+
+def _jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
+           masked: bool = False) -> Iterator[str]:
     """JSON Lines text, one line per yield (each ends with ``\\n``); ``masked``
     replaces detected secrets in every text (``sessions_app.secrets``)."""
     with store.read() as conn:
@@ -114,8 +139,8 @@ def _inline(value) -> str:
     return re.sub(r"([\\`*_\[\]#|])", r"\\\1", text)
 
 
-def markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-             masked: bool = False) -> Iterator[str]:
+def _markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
+              masked: bool = False) -> Iterator[str]:
     """Markdown text in pieces; ``masked`` as for :func:`jsonl`."""
     hide = mask if masked else (lambda text: text)
     with store.read() as conn:

@@ -18,7 +18,8 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError
-from django.db.models import F, FloatField, Max, OuterRef, Q, Subquery
+from django.db.models import FloatField, Max, OuterRef, Q, Subquery, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from ..models import AgentMessage, AgentSession
@@ -71,9 +72,16 @@ def _epoch(day: dt.date, end: bool = False) -> float:
     return moment.timestamp()
 
 
+def _number(column: str) -> RawSQL:
+    """The column when it holds a number, else NULL: salvaged rows may hold TEXT
+    timestamps (reference 10.21), which must not break the list."""
+    return RawSQL(f"CASE WHEN typeof(\"sessions\".\"{column}\") IN ('real', 'integer') "
+                  f"THEN \"sessions\".\"{column}\" END", (), output_field=FloatField())
+
+
 def _activity(store: Store, caps):
     if caps.has("sessions", "last_activity_at"):
-        return Coalesce(F("last_activity_at"), F("started_at"), output_field=FloatField())
+        return Coalesce(_number("last_activity_at"), _number("started_at"), Value(0.0), output_field=FloatField())
     newest = (
         AgentMessage.objects.using(store.alias)
         .filter(session_id=OuterRef("pk"))
@@ -82,7 +90,8 @@ def _activity(store: Store, caps):
         .annotate(m=Max("timestamp"))
         .values("m")
     )
-    return Coalesce(Subquery(newest, output_field=FloatField()), F("started_at"), output_field=FloatField())
+    return Coalesce(Subquery(newest, output_field=FloatField()), _number("started_at"), Value(0.0),
+                    output_field=FloatField())
 
 
 def filtered(store: Store, caps, filters: Filters):

@@ -338,19 +338,28 @@ def _gateway_evidence(conn, caps, now: float, index: LiveIndex, only: str | None
     sql = _routing_sql(caps)
     if sql is None:
         return
-    backends = _live_backends(conn, caps, now)
-    if not backends:
-        return
-    backend, pid, beat = backends[0]
     params: tuple = ()
     if only is not None:
         sql += " AND json_extract(entry_json, '$.session_id') = ?"
         params = (only,)
+    if not caps.has_table("gateway_heartbeats"):
+        # Releases up to 0.19.0 record no heartbeats (reference 12): a routing entry
+        # is then the only trace of a gateway that may still route to the session.
+        for key, sid in conn.execute(sql, params):
+            if isinstance(sid, str) and sid:
+                index.add(sid, Evidence(
+                    "gateway", f"routed by gateway key {key}; this store keeps no heartbeats to tell "
+                    "whether that gateway still runs", None, None, None, False))
+        return
+    backends = _live_backends(conn, caps, now)
+    if not backends:
+        return
+    backend, pid, beat = backends[0]
     for key, sid in conn.execute(sql, params):
         if isinstance(sid, str) and sid:
             index.add(sid, Evidence(
                 "gateway", f"routed by gateway key {key} while backend {backend} (pid {pid}) heartbeats",
-                now - float(beat), pid, False, True))
+                now - float(beat) if _numeric(beat) else None, pid, False, True))
 
 
 def _activity_sql(caps: Capabilities) -> str:

@@ -327,7 +327,7 @@ class Transcript:
         """Every visible row with full texts, in id order, ``chunk`` rows per query.
 
         Each chunk is its own short statement (no read snapshot held across the
-        export), and at most ``chunk`` rows are in memory at once.
+        whole export), stepped one row at a time, so memory holds one row.
         """
         last = -1
         sql = (
@@ -337,12 +337,14 @@ class Transcript:
         while True:
             cur = self.conn.execute(sql, (self.session_id, last, chunk))
             names = [d[0] for d in cur.description]
-            rows = cur.fetchall()
-            if not rows:
-                return
-            for r in rows:
+            seen = 0
+            # Stepped row by row: a multi-megabyte tool output is the most held at once.
+            for r in cur:
+                seen += 1
+                last = r[0]
                 yield dict(zip(names, r))
-            last = rows[-1][0]
+            if seen < chunk:
+                return
 
 
 def for_store(conn: sqlite3.Connection, caps, session_id: str, include_inactive: bool = False) -> Transcript:

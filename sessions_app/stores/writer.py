@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 from django.conf import settings
@@ -30,7 +31,9 @@ class StoreBusy(Exception):
 def writer(store: Store) -> Iterator[sqlite3.Connection]:
     """A read-write connection, closed on exit. Use :func:`transaction` on it."""
     timeout = getattr(settings, "HERMES_WRITE_TIMEOUT", WRITE_TIMEOUT)
-    conn = sqlite3.connect(str(store.path), timeout=timeout, isolation_level=None, detect_types=0)
+    # mode=rw: a store that vanished is an error, never a new empty database.
+    uri = Path(store.path).absolute().as_uri() + "?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, detect_types=0)
     try:
         conn.execute("PRAGMA foreign_keys=ON")
         yield conn

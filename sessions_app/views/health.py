@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from django.contrib import messages as flash
 from django.core import signing
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -13,7 +14,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs
-from ..actions.engine import plan_for
+from ..actions.engine import ACTIONS, plan_for
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest
@@ -85,7 +86,7 @@ def heal_profile(request, store):
 @require_perm("view_dashboard")
 def run_detail(request, pk):
     """A run's progress (polled by htmx while it runs) and its report."""
-    run = get_object_or_404(HealRun, pk=pk)
+    run = jobs.mark_if_dead(get_object_or_404(HealRun, pk=pk))
     context = {"run": run, "report": run.report or {}, "finished": run.status in ("done", "failed")}
     if request.htmx:
         return render(request, "sessions/run.html#run-status", context)
@@ -122,9 +123,11 @@ def repair_preview(request, store, session_id):
             plan = plan_for(store, conn, store.capabilities(conn), finding)
         if plan is not None:
             token = signing.dumps(asdict(plan), salt=PLAN_SALT, compress=True)
+    permission = ACTIONS[plan.action].permission if plan is not None else "run_heal"
     return render(request, "sessions/repair.html", {
         "store": store, "session_id": session_id, "check": CHECKS[code], "finding": finding,
-        "plan": plan, "token": token,
+        "plan": plan, "token": token, "permission": permission,
+        "can_apply": request.user.has_perm(f"sessions_app.{permission}"),
     })
 
 
@@ -143,5 +146,8 @@ def repair_apply(request, store, session_id):
         raise Http404("Invalid plan")
     if data.get("profile") != store.key or data.get("session_id") != session_id:
         raise Http404("Plan does not belong here")
+    action = ACTIONS.get(data.get("action", ""))
+    if action is None or not request.user.has_perm(f"sessions_app.{action.permission}"):
+        raise PermissionDenied  # e.g. a move needs delete_sessions, not only run_heal
     run = _start(request, mode="apply", profiles=[store.key], plans=[data], only=[data["check"]])
     return redirect("run", run.pk)

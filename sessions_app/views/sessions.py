@@ -28,10 +28,12 @@ TRANSCRIPT_SIZES = (50, 100, 200, 500)
 
 
 def _int(value, default=None):
+    """An integer parameter within SQLite's 64-bit range, else ``default``."""
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
         return default
+    return number if -(2**63) <= number < 2**63 else default
 
 
 def _cursor(request, name):
@@ -154,7 +156,10 @@ def session_detail(request, store, session_id):
         system_prompt = mask(system_prompt)
     usage_rows = []
     if caps.has_table("session_model_usage"):
-        usage_rows = list(SessionModelUsage.objects.for_store(store, caps).filter(session_id=session_id).values())
+        usage_fields = [f.attname for f in SessionModelUsage._meta.concrete_fields
+                        if caps.has("session_model_usage", f.column)]
+        usage_rows = list(SessionModelUsage.objects.for_store(store, caps).filter(session_id=session_id)
+                          .values(*usage_fields))
     shown = session or {}
     metadata = [(k, shown[k]) for k in KEY_FIELDS if k in shown]
     more_metadata = [

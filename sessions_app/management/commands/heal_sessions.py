@@ -6,93 +6,16 @@
 Without ``--apply`` nothing is written to any store or Hermes home (the run is
 recorded in the dashboard's own database). Exit status: 0 nothing at or above
 ``--fail-on`` remains, 1 such findings remain, 2 a store could not be read, an
-action failed, another run holds the lock, or the arguments were wrong.
+action failed, another run holds the lock, or the arguments were wrong. With
+``--apply`` every healable finding is repaired, JSONL imports
+(``transcript_on_disk_only``) and moves to the owner's store (``owner_mismatch``)
+included. The contract lives in ``management/runs.py``.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-
-from django.utils import timezone
-
-from ...actions.engine import Applier
-from ...actions.heal import SEVERITIES, exit_status, heal, record_snapshot
-from ...checks.registry import BY_CODE as CHECKS
-from ...locks import RunLocked, run_lock
-from ...models import HealRun
-from ..base import StoreCommand
+from ..runs import HealRunCommand
 
 
-class Command(StoreCommand):
+class Command(HealRunCommand):
     help = "Check Hermes session stores and (with --apply) repair what is safe to repair."
-
-    def add_arguments(self, parser):
-        super().add_arguments(parser)
-        parser.add_argument("--only", default="", metavar="CODE[,CODE…]", help="run only these check codes")
-        parser.add_argument("--fail-on", choices=SEVERITIES, default="warning",
-                            help="lowest severity that makes the exit status 1 (default: warning)")
-        parser.add_argument("--apply", action="store_true", help="apply every planned repair, then re-check")
-
-    def handle(self, *args, **options):
-        only = [c.strip() for c in options["only"].split(",") if c.strip()]
-        unknown = [c for c in only if c not in CHECKS]
-        if unknown:
-            self.fail(f"unknown check code(s): {', '.join(unknown)}; known: {', '.join(sorted(CHECKS))}")
-        selected, everything = self.select(options)
-        self.check_data_folder()
-        try:
-            with run_lock("heal", label=self.actor_label()):
-                report, run = self._run(selected, everything, only, options)
-        except RunLocked as exc:
-            self.fail(str(exc))
-        self._print(report, options)
-        code = exit_status(report, options["fail_on"])
-        if code:
-            sys.exit(code)
-
-    def _run(self, selected, everything, only, options):
-        run = HealRun.objects.create(
-            mode="apply" if options["apply"] else "check", trigger="command", actor_label=self.actor_label(),
-            profiles=[s.key for s in selected], only=only, status=HealRun.Status.RUNNING,
-            started_at=timezone.now(), total=len(selected),
-        )
-        applier = Applier(actor_label=self.actor_label(), run=run)
-        try:
-            report = heal(selected, all_stores=everything, only=only, apply=options["apply"], applier=applier,
-                          progress=self.progress)
-        except BaseException as exc:
-            run.status, run.error, run.finished_at = HealRun.Status.FAILED, repr(exc), timezone.now()
-            run.save()
-            raise
-        run.report, run.status, run.done, run.finished_at = report, HealRun.Status.DONE, len(selected), timezone.now()
-        run.save()
-        record_snapshot(run, report)
-        return report, run
-
-    def _print(self, report, options):
-        if options["json"]:
-            self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
-            return
-        for prof in report["profiles"]:
-            if prof["status"] == "ok" and not prof["findings"] and not prof["actions"]:
-                continue
-            head = f"{prof['profile']} ({prof['path']}): {prof['status']}"
-            if prof["error"]:
-                head += f" — {prof['error']}"
-            self.stdout.write(head)
-            for f in prof["findings"]:
-                where = f" session {f['session_id']}" if f["session_id"] else ""
-                heal_by = f" [heal: {f['heal']}]" if f["heal"] else ""
-                self.stdout.write(f"  {f['severity']:<8} {f['check']}{where}: {f['detail']}{heal_by}")
-            for a in prof["actions"]:
-                why = f" — {a['reason']}" if a["reason"] else ""
-                self.stdout.write(f"  {a['status']:<8} {a['action']} {a['session_id'] or ''}{why}")
-            if prof["backup"]:
-                self.stdout.write(f"  backup: {prof['backup']}")
-        s = report["summary"]
-        self.stdout.write(
-            f"{report['mode']}: {s['profiles']} profile(s); {s['critical']} critical, {s['warning']} warning, "
-            f"{s['info']} info; applied {s['applied']}, skipped {s['skipped']}, failed {s['failed']}"
-        )
-

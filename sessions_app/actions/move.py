@@ -1,0 +1,556 @@
+"""``move_to_owner_store``: a session filed in another profile's store goes home.
+
+Issue 4 section 2, mirroring upstream ``hermes sessions repair-profiles``
+(reference 6.1): export, import into the owner's store, verify, delete from the
+source, so that at no moment the session exists in neither store.
+
+What moves (the *unit*): the session and its descendants in the source store
+(compression continuations, delegates, branches) unless a descendant's own session
+key or ``profile_name`` names yet another profile (that one stays and is detached
+from the moved parent, as upstream deletion detaches children, reference 5). A
+session whose ancestor is itself moving to the same profile is carried by that
+ancestor's move (its own plan is blocked saying so).
+
+How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls):
+
+1. refuse while an agent holds any moved session (turn lease, compression lock,
+   registry entry, gateway route, recent activity; either store) or a gateway
+   backend of either profile heartbeats (reference 4, 6.1 "refuses while a gateway
+   owning any touched store is live"); re-read both stores against the plan;
+2. back up both stores (once per store per run, ground rule 4);
+3. one ``BEGIN IMMEDIATE`` transaction on the target: prompt rows referenced by the
+   sessions (``system_prompts``), the session rows (parents first), every message
+   row (inactive and compacted ones too; ``id``, ``display_order`` and
+   ``display_identity`` are the target's own), the usage rows. A parent the target
+   lacks is dropped; a clashing title gets `` (<last 12 chars of id>)``; columns the
+   target lacks are skipped and named in the plan. Audited for the target store;
+4. the copy is verified against the source, value for value;
+5. the sessions' files in ``sessions/`` move to the target profile's ``sessions/``;
+6. one ``BEGIN IMMEDIATE`` transaction on the source re-checks liveness and the
+   plan's state, detaches the children that stay, deletes the usage rows, messages
+   and session rows, and removes prompt rows nothing references any more
+   (upstream ``delete_moved_session``).
+
+An id already present in the target is an ``id_collision``: reported, never
+overwritten. The one exception is a copy this action itself left by an interrupted
+move (killed between steps 3 and 6): when the target's copy is identical to the
+source (every message value, in order), the next run skips step 3 and finishes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+from ..checks.files import session_id_of
+from ..checks.ownership import key_profile, owner_decision
+from ..stores import liveness
+from ..stores.connection import classify_error
+from ..stores.discovery import discover
+from ..stores.lineage import UP_CAP
+from ..stores.store import Store
+from ..stores.writer import transaction, writer
+from .base import Action, Change, Changed, one
+from .rowcopy import copy_rows, fingerprint
+
+UNIT_CAP = 500  # sessions moved together at most
+NOT_COPIED = ("id", "display_order", "display_identity")  # messages columns the target computes itself
+OWNER_COLUMNS = ("id", "parent_session_id", "session_key", "profile_name", "title")
+HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def sibling_store(store: Store, name: str) -> Store | None:
+    """The store of profile ``name`` in ``store``'s root (same key style), or None."""
+    for profile in discover([store.profile.root]).profiles:
+        if profile.name == name:
+            key = f"{name}@{store.profile.root_label}" if "@" in store.profile.key else name
+            return Store(dataclasses.replace(profile, key=key, root_label=store.profile.root_label))
+    return None
+
+
+def _owner_rows(conn, caps, where: str, params: tuple) -> list[dict]:
+    cols = ", ".join(c if caps.has("sessions", c) else f"NULL AS {c}" for c in OWNER_COLUMNS)
+    cur = conn.execute(f"SELECT {cols} FROM sessions WHERE {where}", params)
+    return [dict(zip(OWNER_COLUMNS, row)) for row in cur.fetchall()]
+
+
+def travels(row: dict, source: str, target: str) -> bool:
+    """Whether a descendant goes with its moving parent: unless its own key or label
+    names a profile other than the target (a label naming the source is the store's
+    own stamp, not evidence)."""
+    label = (row.get("profile_name") or "").strip()
+    return key_profile(row.get("session_key")) in (None, target) and label in ("", source, target)
+
+
+def move_unit(conn, caps, store: Store, session_id: str, target: str) -> tuple[list[dict], list[list[str]]]:
+    """``(members parents first, [[child, parent], ...] children that stay)``."""
+    source = store.profile.name
+    root = _owner_rows(conn, caps, "id = ?", (session_id,))
+    if not root:
+        return [], []
+    members, detached, seen, queue = [root[0]], [], {session_id}, [session_id]
+    while queue and len(members) <= UNIT_CAP:
+        parent = queue.pop(0)
+        for child in _owner_rows(conn, caps, "parent_session_id = ? ORDER BY id", (parent,)):
+            if child["id"] in seen:
+                continue
+            seen.add(child["id"])
+            if travels(child, source, target):
+                members.append(child)
+                queue.append(child["id"])
+            else:
+                detached.append([child["id"], parent])
+    return members, detached
+
+
+def carried_by(conn, caps, store: Store, session_id: str, target: str) -> str | None:
+    """The ancestor whose own move to ``target`` carries ``session_id``, or None."""
+    seen = {session_id}
+    node = _owner_rows(conn, caps, "id = ?", (session_id,))
+    node = node[0] if node else None
+    for _ in range(UP_CAP):
+        pid = node and node.get("parent_session_id")
+        if not pid or pid in seen:
+            return None
+        seen.add(pid)
+        found = _owner_rows(conn, caps, "id = ?", (pid,))
+        if not found:
+            return None
+        node = found[0]
+        decision = owner_decision(store, node.get("profile_name"), node.get("session_key"))
+        if decision["heal"] == "move_to_owner_store" and decision["target"] == target:
+            return pid
+        if not travels(node, store.profile.name, target):
+            return None
+    return None
+
+
+def message_columns(caps, tcaps) -> list[str]:
+    return [c for c in caps.columns("messages") if tcaps.has("messages", c) and c not in NOT_COPIED]
+
+
+def messages_print(conn, columns, session_id) -> list:
+    return fingerprint(conn, "messages", columns, "session_id = ?", (session_id,), order="id")
+
+
+def session_files(store: Store, ids: set[str]) -> dict[str, list[str]]:
+    """Names of the files in the source's ``sessions/`` belonging to ``ids``."""
+    found: dict[str, list[str]] = {}
+    try:
+        names = sorted(os.listdir(store.profile.sessions_dir))
+    except OSError:
+        return found
+    for name in names:
+        sid, _ = session_id_of(name)
+        if sid in ids and (Path(store.profile.sessions_dir) / name).is_file():
+            found.setdefault(sid, []).append(name)
+    return found
+
+
+def _prompt_hashes(conn, caps, ids: list[str]) -> list[str]:
+    if not caps.has_table("system_prompts"):
+        return []
+    cols = [c for c in ("system_prompt_hash", "tool_names") if caps.has("sessions", c)]
+    found = set()
+    for sid in ids:
+        for col in cols:
+            value = one(conn, f"SELECT {col} FROM sessions WHERE id = ?", (sid,))
+            if isinstance(value, str) and HASH_RE.match(value) and one(
+                    conn, "SELECT 1 FROM system_prompts WHERE hash = ?", (value,)):
+                found.add(value)
+    return sorted(found)
+
+
+def live_gateways(store: Store, conn, caps, now: float) -> list:
+    """Backends of this profile that heartbeat and run (reference 4.6)."""
+    return liveness._live_backends(conn, caps, now)  # noqa: SLF001 (the same rule the session evidence uses)
+
+
+class MoveToOwnerStore(Action):
+    """Move a session (and the descendants going with it) into the store of the
+    profile that owns it; see the module docstring for the steps and rules.
+
+    ``params``: ``target_profile`` (key), ``target_path``, ``members`` (ids, parents
+    first), ``finish`` (ids whose identical copy the target already holds),
+    ``parent`` (the root's parent kept in the target, or None), ``titles`` (id ->
+    new title), ``owners`` (id -> profile_name written), ``detached`` ([[child,
+    parent]]), ``files`` (id -> names in ``sessions/``), ``prompts`` (hashes),
+    ``usage`` (rows), ``notes`` (plain-language remarks for the preview).
+    """
+
+    name = "move_to_owner_store"
+    heals = ("owner_mismatch",)
+    permission = "delete_sessions"
+    multi_store = True
+
+    # ------------------------------------------------------------------ plan
+
+    def plan(self, ctx, finding):
+        sid = finding.session_id
+        target_name = (finding.evidence or {}).get("target_profile") or ""
+        target = sibling_store(ctx.store, target_name) if target_name else None
+        members, detached = move_unit(ctx.conn, ctx.caps, ctx.store, sid, target_name)
+        ids = [m["id"] for m in members]
+        params = {"target_profile": target.key if target else target_name,
+                  "target_path": str(target.path) if target else "", "members": ids, "finish": [],
+                  "parent": None, "titles": {}, "owners": {}, "detached": detached,
+                  "files": session_files(ctx.store, set(ids)), "prompts": _prompt_hashes(ctx.conn, ctx.caps, ids),
+                  "usage": 0, "notes": []}
+        plan = self.new_plan(ctx, finding, "", params=params)
+        plan.blocked = self._source_blockers(ctx, plan, target, members)
+        if not plan.blocked:
+            plan.blocked = self._with_target(ctx, plan, target, members)
+        plan.summary = self._summary(plan, members)
+        plan.changes = self._changes(ctx, plan, members)
+        plan.guard = {"source": self.state(ctx.conn, ctx.caps, plan), "target": None}
+        if target is not None and not plan.blocked:
+            with target.read() as tconn:
+                plan.guard["target"] = self.target_state(tconn, target.capabilities(tconn), plan)
+        return plan
+
+    def _source_blockers(self, ctx, plan, target, members) -> str:
+        sid, name = plan.session_id, plan.params["target_profile"]
+        if not members:
+            return "the session no longer exists in this store"
+        decision = owner_decision(ctx.store, members[0].get("profile_name"), members[0].get("session_key"))
+        if decision["heal"] != "move_to_owner_store" or target is None:
+            return f"the session does not name another existing profile (kind: {decision['kind']})"
+        if decision["target"] != target.profile.name:
+            return f"the session now names profile '{decision['target']}', not '{name}'"
+        if Path(target.path).resolve() == Path(ctx.store.path).resolve():
+            return "the target is this very store"
+        carrier = carried_by(ctx.conn, ctx.caps, ctx.store, sid, target.profile.name)
+        if carrier:
+            return f"it moves together with its ancestor {carrier}, whose own move carries it"
+        if len(members) > UNIT_CAP:
+            return f"more than {UNIT_CAP} sessions would move together; move the lineage by hand"
+        if ctx.caps.has_table("telegram_dm_topic_bindings"):
+            bound = [m["id"] for m in members if one(
+                ctx.conn, "SELECT 1 FROM telegram_dm_topic_bindings WHERE session_id = ?", (m["id"],))]
+            if bound:
+                return f"Telegram topic bindings point at {', '.join(bound)}; they are not moved automatically"
+        return ""
+
+    def _with_target(self, ctx, plan, target, members) -> str:
+        """Target-side facts of the plan (read-only); returns a blocking reason or ''."""
+        status = target.readiness()
+        if status is not None:
+            return f"the target store ({target.key}) is {status.status}: {status.reason}"
+        p, notes, caps = plan.params, plan.params["notes"], ctx.caps
+        try:
+            with target.read() as tconn:
+                tcaps = target.capabilities(tconn)
+                return self._target_facts(ctx, plan, target, members, tconn, tcaps)
+        except sqlite3.Error as exc:
+            return f"the target store ({target.key}) cannot be read: {classify_error(exc)[1]}"
+
+    def _target_facts(self, ctx, plan, target, members, tconn, tcaps) -> str:
+        p, notes, caps, conn = plan.params, plan.params["notes"], ctx.caps, ctx.conn
+        cols = message_columns(caps, tcaps)
+        for m in members:
+            if one(tconn, "SELECT 1 FROM sessions WHERE id = ?", (m["id"],)):
+                same = messages_print(conn, cols, m["id"]) == messages_print(tconn, cols, m["id"])
+                if not same:
+                    return (f"id_collision: {m['id']} already exists in {target.key} with different content; "
+                            "it is never overwritten or merged (compare the two copies)")
+                p["finish"].append(m["id"])
+        if p["finish"]:
+            notes.append(f"{target.key} already holds an identical copy of {', '.join(p['finish'])} "
+                         "(an interrupted move): it is kept and only the source copy is removed.")
+        to_copy = [m for m in members if m["id"] not in p["finish"]]
+        if caps.has("messages", "active") and not tcaps.has("messages", "active") and to_copy:
+            hidden = sum(one(conn, "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 0", (m["id"],))
+                         for m in to_copy)
+            if hidden:
+                return (f"{target.key}'s schema has no messages.active column: {hidden} hidden (rewound or "
+                        "compacted) row(s) would become visible there")
+        root = members[0]
+        parent = root.get("parent_session_id")
+        if parent and root["id"] not in p["finish"]:
+            if one(tconn, "SELECT 1 FROM sessions WHERE id = ?", (parent,)):
+                p["parent"] = parent
+            else:
+                notes.append(f"The parent {parent} does not exist in {target.key}: the copy is detached from it.")
+        for m in to_copy:
+            title = m.get("title")
+            if title and tcaps.has("sessions", "title") and one(
+                    tconn, "SELECT 1 FROM sessions WHERE title = ? AND id != ?", (title, m["id"])):
+                new = f"{title} ({m['id'][-12:]})"
+                if one(tconn, "SELECT 1 FROM sessions WHERE title = ?", (new,)):
+                    return f"the title {title!r} of {m['id']} clashes in {target.key}, and so does {new!r}"
+                p["titles"][m["id"]] = new
+                notes.append(f"The title {title!r} is taken in {target.key}: {m['id']} becomes {new!r}.")
+            if tcaps.has("sessions", "profile_name"):
+                label = (m.get("profile_name") or "").strip()
+                if label != target.profile.name and (label or target.profile.name != "default"):
+                    p["owners"][m["id"]] = target.profile.name
+        lost_s = self._lost_columns(conn, caps, tcaps, "sessions", [m["id"] for m in to_copy], "id")
+        lost_m = self._lost_columns(conn, caps, tcaps, "messages", [m["id"] for m in to_copy], "session_id")
+        if lost_s:
+            notes.append(f"{target.key} has no column for sessions.{', sessions.'.join(lost_s)}: these values are not kept.")
+        if lost_m:
+            notes.append(f"{target.key} has no column for messages.{', messages.'.join(lost_m)}: these values are not kept.")
+        if caps.has_table("session_model_usage"):
+            p["usage"] = sum(one(conn, "SELECT COUNT(*) FROM session_model_usage WHERE session_id = ?", (m["id"],))
+                             for m in to_copy)
+            if p["usage"] and not tcaps.has_table("session_model_usage"):
+                notes.append(f"{target.key} has no session_model_usage table: {p['usage']} usage row(s) are not "
+                             "kept (the session's own token and cost totals are).")
+        if p["prompts"] and not tcaps.has_table("system_prompts"):
+            notes.append(f"{target.key} has no system_prompts table: the prompt reference is dropped "
+                         "(Hermes rebuilds the prompt on the next turn).")
+        for sid, names in p["files"].items():
+            clash = [n for n in names if (Path(target.profile.sessions_dir) / n).exists()]
+            if clash:
+                return f"{target.key}'s sessions/ folder already holds {', '.join(clash)}"
+        if p["detached"]:
+            notes.append("Child session(s) staying in this store are detached from the moved parent: "
+                         + ", ".join(c for c, _ in p["detached"]) + ".")
+        if len(members) > 1:
+            notes.append(f"{len(members) - 1} descendant session(s) move with it: "
+                         + ", ".join(m["id"] for m in members[1:]) + ".")
+        return ""
+
+    @staticmethod
+    def _lost_columns(conn, caps, tcaps, table, ids, key) -> list[str]:
+        lost = []
+        for col in caps.columns(table):
+            if tcaps.has(table, col) or col in NOT_COPIED or not ids:
+                continue
+            marks = ",".join("?" * len(ids))
+            if one(conn, f'SELECT 1 FROM {table} WHERE {key} IN ({marks}) AND "{col}" IS NOT NULL '
+                         f"AND \"{col}\" NOT IN (0, '') LIMIT 1", tuple(ids)):
+                lost.append(col)
+        return lost
+
+    def _summary(self, plan, members) -> str:
+        p = plan.params
+        if not members:
+            return "Nothing to move."
+        rest = f" with {len(members) - 1} descendant(s)" if len(members) > 1 else ""
+        if p["finish"] and len(p["finish"]) == len(members):
+            return (f"Finish an interrupted move to {p['target_profile']}: the target already holds an identical "
+                    f"copy; remove the source copy.")
+        return (f"Move the session{rest} into the store of profile {p['target_profile']}: back up both stores, copy "
+                "every message (inactive and compacted too), usage rows and prompt references, verify the copy, "
+                "then remove it from this store.")
+
+    def _changes(self, ctx, plan, members) -> list[Change]:
+        p, target = plan.params, plan.params["target_profile"]
+        changes = []
+        for m in members:
+            rows = one(ctx.conn, "SELECT COUNT(*) FROM messages WHERE session_id = ?", (m["id"],))
+            if m["id"] not in p["finish"]:
+                after = {"messages": rows, "store": target}
+                if m["id"] in p["titles"]:
+                    after["title"] = p["titles"][m["id"]]
+                if m["id"] == members[0]["id"]:
+                    after["parent_session_id"] = p["parent"]
+                changes.append(Change("insert", f"{target}:sessions", {"id": m["id"]}, after=after))
+            changes.append(Change("delete", "sessions", {"id": m["id"]}, before={"messages": rows}))
+        for child, parent in p["detached"]:
+            changes.append(Change("update", "sessions", {"id": child}, "parent_session_id", parent, None))
+        for sid, names in p["files"].items():
+            for name in names:
+                changes.append(Change("move", "file", {"path": f"sessions/{name}"}, before=ctx.store.key, after=target))
+        return changes
+
+    # ------------------------------------------------------------------ guards
+
+    def state(self, conn, caps, plan):
+        """Source facts: each member's row, messages and usage, and the children that stay."""
+        p = plan.params
+        facts = {}
+        for sid in p["members"]:
+            row = conn.execute("SELECT * FROM sessions WHERE id = ?", (sid,)).fetchone()
+            facts[sid] = {
+                "row": list(row) if row else None,
+                "messages": messages_print(conn, list(caps.columns("messages")), sid),
+                "usage": (one(conn, "SELECT COUNT(*) FROM session_model_usage WHERE session_id = ?", (sid,))
+                          if caps.has_table("session_model_usage") else 0),
+            }
+        staying = sorted([r[0], r[1]] for sid in p["members"] for r in conn.execute(
+            "SELECT id, parent_session_id FROM sessions WHERE parent_session_id = ?", (sid,)) if r[0] not in p["members"])
+        return {"members": facts, "staying": staying}
+
+    def target_state(self, conn, caps, plan) -> dict:
+        """Target facts: which member ids exist there, and the titles the plan writes."""
+        p = plan.params
+        present = [sid for sid in p["members"] if one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,))]
+        taken = [t for t in p["titles"].values() if caps.has("sessions", "title") and one(
+            conn, "SELECT 1 FROM sessions WHERE title = ?", (t,))]
+        return {"present": present, "titles_taken": taken,
+                "parent": bool(p["parent"] and one(conn, "SELECT 1 FROM sessions WHERE id = ?", (p["parent"],)))}
+
+    # ------------------------------------------------------------------ apply
+
+    def run(self, applier, store: Store, plan, outcome) -> None:
+        """Apply a move plan (steps in the module docstring), filling ``outcome``.
+
+        Raises ``Changed``, ``StoreBusy``, ``BackupError`` or ``sqlite3.Error`` before
+        anything is written, for the engine to report; after the copy, problems
+        become the outcome (the copy stays, the source is untouched).
+        """
+        p = plan.params
+        members, finish = p["members"], set(p["finish"])
+        target = sibling_store(store, p["target_profile"].split("@")[0])
+        if target is None or str(target.path) != p["target_path"]:
+            raise Changed(f"profile {p['target_profile']} is gone")
+        now = time.time()
+        with store.read() as conn:
+            caps = store.capabilities(conn)
+            if self._refuse(store, conn, caps, members, now, outcome):
+                return
+            if _norm(self.state(conn, caps, plan)) != plan.guard["source"]:
+                raise Changed("re-read before writing")
+        with target.read() as tconn:
+            tcaps = target.capabilities(tconn)
+            if self._refuse(target, tconn, tcaps, members, now, outcome):
+                return
+            if _norm(self.target_state(tconn, tcaps, plan)) != plan.guard["target"]:
+                raise Changed(f"{target.key} re-read before writing")
+        outcome.backup = applier.backup_for(store)
+        target_backup = applier.backup_for(target)
+        to_copy = [sid for sid in members if sid not in finish]
+        copied = 0
+        if to_copy:
+            started = time.monotonic()
+            with store.read() as src, writer(target) as dst:
+                with transaction(dst):
+                    if _norm(self.target_state(dst, tcaps, plan)) != plan.guard["target"]:
+                        raise Changed(f"{target.key} re-read inside the write transaction")
+                    copied = self._copy(src, caps, dst, tcaps, plan, to_copy)
+            applier.audit(target, plan, dataclasses.replace(
+                outcome, status="applied", rows_changed=copied, backup=target_backup, refused=False,
+                reason=f"copied {len(to_copy)} session(s) from {store.key} ({copied} rows); the source copy is "
+                       "removed once the copy is verified"), int((time.monotonic() - started) * 1000))
+        with store.read() as src, target.read() as dst:
+            problem = self._verify_copy(src, caps, dst, target.capabilities(dst), plan, to_copy)
+        if problem:
+            outcome.status, outcome.reason = "failed", f"verify: {problem}; nothing removed from {store.key}"
+            return
+        files = self._move_files(store, target, plan)
+        try:
+            with writer(store) as conn:
+                with transaction(conn):
+                    if self._refuse(store, conn, caps, members, time.time(), outcome):
+                        outcome.reason += f"; the copy in {target.key} stays, the next run finishes the move"
+                        return
+                    if _norm(self.state(conn, caps, plan)) != plan.guard["source"]:
+                        raise Changed("re-read inside the write transaction")
+                    deleted = self._delete(conn, caps, plan)
+        except Changed as exc:
+            outcome.status = "skipped"
+            outcome.reason = (f"the session changed in {store.key} after it was copied ({exc}): nothing removed; "
+                              f"the copy in {target.key} is now an id_collision to compare by hand")
+            return
+        with store.read() as conn:
+            left = [sid for sid in members if one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,))]
+        if left:
+            outcome.status, outcome.reason = "failed", f"verify: {', '.join(left)} still in {store.key}"
+            return
+        outcome.status, outcome.rows_changed = "applied", copied + deleted
+        outcome.reason = (f"moved {len(members)} session(s) to {target.key}"
+                          + (f" (finishing an interrupted move)" if finish else "")
+                          + (f"; files moved: {', '.join(files)}" if files else "")
+                          + f"; backup of {target.key}: {target_backup.path}")
+
+    def _refuse(self, store, conn, caps, ids, now, outcome) -> bool:
+        """Record a liveness refusal in ``outcome``; True when refused."""
+        for sid in ids:
+            live = liveness.evidence_for(store, conn, caps, sid, now)
+            if live.verdict != "not_live":
+                items = "; ".join(f"{e.source}: {e.detail}" for e in live.evidence[:3])
+                outcome.reason = f"{sid} looks {live.verdict.replace('_', ' ')} in {store.key}, nothing written ({items})"
+                outcome.evidence, outcome.refused = [e.to_dict() for e in live.evidence], True
+                return True
+        gateways = live_gateways(store, conn, caps, now)
+        if gateways:
+            backend, pid, _ = gateways[0]
+            outcome.reason = f"a gateway of profile {store.key} is live (backend {backend}, pid {pid}); nothing written"
+            outcome.refused = True
+            return True
+        return False
+
+    def _copy(self, src, caps, dst, tcaps, plan, to_copy) -> int:
+        p, n = plan.params, 0
+        prompts = p["prompts"] if tcaps.has_table("system_prompts") else []
+        for digest in prompts:
+            if not one(dst, "SELECT 1 FROM system_prompts WHERE hash = ?", (digest,)):
+                n += copy_rows(src, dst, "system_prompts", ["hash", "prompt"], "hash = ?", (digest,))
+        scols = [c for c in caps.columns("sessions") if tcaps.has("sessions", c)]
+        mcols = message_columns(caps, tcaps)
+        ucols = [c for c in caps.columns("session_model_usage") if tcaps.has("session_model_usage", c)]
+        for sid in to_copy:
+            overrides = {}
+            if sid == p["members"][0]:
+                overrides["parent_session_id"] = p["parent"]
+            if sid in p["titles"]:
+                overrides["title"] = p["titles"][sid]
+            if sid in p["owners"]:
+                overrides["profile_name"] = p["owners"][sid]
+            for col in ("system_prompt_hash", "tool_names"):
+                value = one(src, f"SELECT {col} FROM sessions WHERE id = ?", (sid,)) if col in scols else None
+                if isinstance(value, str) and HASH_RE.match(value) and value not in prompts:
+                    overrides[col] = None  # a reference the target cannot resolve
+            overrides = {k: v for k, v in overrides.items() if k in scols}
+            n += copy_rows(src, dst, "sessions", scols, "id = ?", (sid,), overrides=overrides)
+            n += copy_rows(src, dst, "messages", mcols, "session_id = ?", (sid,), order="id")
+            if ucols:
+                n += copy_rows(src, dst, "session_model_usage", ucols, "session_id = ?", (sid,))
+        return n
+
+    @staticmethod
+    def _verify_copy(src, caps, dst, tcaps, plan, to_copy) -> str | None:
+        cols = message_columns(caps, tcaps)
+        for sid in plan.params["members"]:
+            if not one(dst, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
+                return f"{sid} is missing from the target"
+            if messages_print(src, cols, sid) != messages_print(dst, cols, sid):
+                return f"the messages of {sid} differ between the two stores"
+            if sid in to_copy and caps.has_table("session_model_usage") and tcaps.has_table("session_model_usage"):
+                count = "SELECT COUNT(*) FROM session_model_usage WHERE session_id = ?"
+                if one(src, count, (sid,)) != one(dst, count, (sid,)):
+                    return f"the usage rows of {sid} differ"
+        return None
+
+    @staticmethod
+    def _move_files(store, target, plan) -> list[str]:
+        moved = []
+        folder, dest = Path(store.profile.sessions_dir), Path(target.profile.sessions_dir)
+        for names in plan.params["files"].values():
+            for name in names:
+                if (folder / name).exists() and not (dest / name).exists():
+                    dest.mkdir(parents=True, exist_ok=True)
+                    shutil.move(str(folder / name), str(dest / name))
+                    moved.append(name)
+        return moved
+
+    @staticmethod
+    def _delete(conn, caps, plan) -> int:
+        p, n = plan.params, 0
+        for child, parent in p["detached"]:
+            n += conn.execute("UPDATE sessions SET parent_session_id = NULL WHERE id = ? AND parent_session_id = ?",
+                              (child, parent)).rowcount
+        for sid in reversed(p["members"]):
+            if caps.has_table("session_model_usage"):
+                n += conn.execute("DELETE FROM session_model_usage WHERE session_id = ?", (sid,)).rowcount
+            n += conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,)).rowcount
+            n += conn.execute("DELETE FROM sessions WHERE id = ?", (sid,)).rowcount
+        refs = [c for c in ("system_prompt_hash", "tool_names") if caps.has("sessions", c)]
+        if refs and caps.has_table("system_prompts"):
+            unused = " AND ".join(f"NOT EXISTS (SELECT 1 FROM sessions WHERE {c} = ?)" for c in refs)
+            for digest in p["prompts"]:
+                n += conn.execute(f"DELETE FROM system_prompts WHERE hash = ? AND {unused}",
+                                  (digest, *[digest] * len(refs))).rowcount
+        return n
+
+
+def _norm(value):
+    return json.loads(json.dumps(value, default=str))

@@ -1,0 +1,353 @@
+"""``import_jsonl_transcript``: messages that exist only in ``sessions/<id>.jsonl``.
+
+Issue 4 section 1, reference 1.4, 1.5 and 8.2. The file is parsed and aligned with
+the session's rows by ``stores.jsonl`` (the same code the ``transcript_on_disk_only``
+check uses), then, in one ``BEGIN IMMEDIATE`` transaction after the backup:
+
+1. the session row is created when missing (``id``, ``source`` from the file's
+   ``session_meta`` lines else ``'unknown'``, ``started_at`` = the earliest message
+   time, ``profile_name`` = the store's profile), as ``recreate_session_row`` does;
+2. every message the store lacks is INSERTed into ``messages`` with the file's own
+   timestamp, so the store's triggers keep FTS search (and display order) in sync;
+3. readers order by ``messages.id`` (ground rule 10), so when missing messages come
+   *before* rows the store already has, those later (visible) rows are superseded:
+   written again after the imported ones, byte for byte (``INSERT … SELECT``; ids and
+   display order are the store's own). The originals are kept and hidden with
+   ``active = 0`` (and ``compacted = 0``: the rewound state, shown nowhere) where the
+   schema has the column; on schemas without it (before hermes-agent 0.17) the plan
+   says so and the originals are moved instead: re-inserted identical, then removed,
+   in the same transaction;
+4. ``message_count`` is recounted to the active rows and ``tool_call_count`` grows by
+   the imported tool calls (what upstream appends do, reference 3.1).
+
+Bad lines (broken JSON, a bare string, an unknown role, ``session_meta``) are
+reported with their line numbers and never imported. The file itself is never
+modified; after a verified import it is moved into ``<data>/archive/jsonl/`` when
+``settings.HERMES_ARCHIVE_IMPORTED_JSONL`` is on (default off), never deleted. A
+second run finds nothing to import.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from ..stores import jsonl
+from ..stores.liveness import idle_seconds_setting
+from ..stores.transcript import JSON_PREFIX
+from .base import Action, Change, one
+from .rowcopy import exact_select, quote
+from .session_rows import message_facts
+
+# JSONL fields written to the column of the same name, by kind of value.
+TEXT_FIELDS = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "reasoning_content",
+               "platform_message_id", "api_content", "display_kind", "effect_disposition")
+JSON_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items", "display_metadata")
+INT_FIELDS = ("token_count", "observed", "_compressed_summary", "active", "compacted")
+# Never copied into a superseding row (reference 6.1: ids and display order are the
+# store's own; the insert trigger recomputes display order, reference 2.4).
+NOT_COPIED = ("id", "display_order", "display_identity")
+
+
+def jsonl_path(store, session_id: str) -> Path | None:
+    """``<profile home>/sessions/<session_id>.jsonl`` (reference 1.4), or None for an id
+    that cannot name a file there (a path separator, a leading dot, a NUL)."""
+    if not session_id or session_id.startswith(".") or any(c in session_id for c in "/\\\x00"):
+        return None
+    return Path(store.profile.sessions_dir) / f"{session_id}.jsonl"
+
+
+def archive_dir() -> Path:
+    return Path(settings.DATA_DIR) / "archive"
+
+
+def _content(value):
+    if value is None or isinstance(value, str):
+        return value
+    return JSON_PREFIX + json.dumps(value, ensure_ascii=False)
+
+
+def row_values(data: dict, columns: tuple[str, ...]) -> tuple[dict, list[str]]:
+    """Column values of one message line for a store with ``columns``, and the
+    fields with a value this store has no column for (or a value of the wrong kind)."""
+    values = {"role": data["role"], "content": _content(data.get("content"))}
+    dropped = []
+    for name in TEXT_FIELDS + JSON_FIELDS + INT_FIELDS:
+        value = data.get(name)
+        if value is None or (name in JSON_FIELDS and value in ([], {}, "")):
+            continue
+        if name in TEXT_FIELDS and not isinstance(value, str):
+            value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        elif name in JSON_FIELDS and not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False)
+        elif name in INT_FIELDS:
+            value = int(value) if isinstance(value, (int, bool)) else None
+        if value is None or name not in columns:
+            dropped.append(name)
+            continue
+        values[name] = value
+    return values, dropped
+
+
+def _tool_call_entries(data: dict) -> int:
+    calls = data.get("tool_calls")
+    if isinstance(calls, str):
+        try:
+            calls = json.loads(calls)
+        except ValueError:
+            return 0
+    return len(calls) if isinstance(calls, list) else 0
+
+
+@dataclass
+class ImportAnalysis:
+    """The file against the store: what to insert and which rows to supersede.
+
+    ``operations`` are, in transcript order from the first missing message on,
+    ``("insert", line index)`` and ``("copy", row index)`` (a visible row written
+    again after the imported ones). Rows before the first missing message, and
+    hidden rows anywhere, stay where they are.
+    """
+
+    file: jsonl.JsonlFile
+    alignment: jsonl.Alignment
+    session_exists: bool
+    times: list[float]
+    inferred_times: int
+
+    @property
+    def missing(self) -> list[int]:
+        return self.alignment.missing
+
+    @property
+    def operations(self) -> list[tuple[str, int]]:
+        merged = self.alignment.merged
+        start = next((n for n, item in enumerate(merged) if item[0] == "line"), None)
+        if start is None:
+            return []
+        rows = self.alignment.rows
+        ops: list[tuple[str, int]] = []
+        for item in merged[start:]:
+            if item[0] == "line":
+                ops.append(("insert", item[1]))
+            else:
+                j = item[-1]
+                if rows[j].visible:
+                    ops.append(("copy", j))
+        return ops
+
+    @property
+    def matched_hidden(self) -> int:
+        """File messages matched by a hidden (rewound) row: in the store, not shown."""
+        rows = self.alignment.rows
+        return sum(1 for _, j in self.alignment.pairs if not rows[j].visible)
+
+    def digest(self) -> list:
+        """What the plan depends on in the store: the rows' ids, keys and visibility."""
+        h = json.dumps([[r.id, r.key, r.tool_name, r.visible] for r in self.alignment.rows])
+        return [len(self.alignment.rows), hashlib.sha256(h.encode()).hexdigest()]
+
+
+def analyse(conn: sqlite3.Connection, caps, session_id: str, path: Path) -> ImportAnalysis:
+    """Read the file and align it with the session's rows (read-only)."""
+    parsed = jsonl.read_file(path, session_id)
+    rows = jsonl.store_rows(conn, caps, session_id)
+    exists = bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+    times, inferred = jsonl.message_times(parsed.messages, parsed.mtime)
+    return ImportAnalysis(parsed, jsonl.align(parsed.messages, rows), exists, times, inferred)
+
+
+class ImportJsonlTranscript(Action):
+    """Import the messages only ``sessions/<id>.jsonl`` holds (module docstring).
+
+    ``params``: ``path``, ``imported`` (lines), ``superseded`` (row ids),
+    ``rows_before``, ``matched_hidden``, ``moves`` (True on schemas without
+    ``active``), ``session`` (values of a row to create, or None), ``bad_lines``
+    (``[{"line", "problem"}]``), ``notes`` (plain-language remarks for the preview).
+    """
+
+    name = "import_jsonl_transcript"
+    heals = ("transcript_on_disk_only",)
+    permission = "run_heal"
+
+    def plan(self, ctx, finding):
+        sid = finding.session_id
+        path = jsonl_path(ctx.store, sid) or Path(ctx.store.profile.sessions_dir) / ".invalid-session-id.jsonl"
+        a = analyse(ctx.conn, ctx.caps, sid, path)
+        parsed, rows, ops = a.file, a.alignment.rows, a.operations
+        moves = not ctx.caps.has("messages", "active")
+        columns = ctx.caps.columns("messages")
+        changes, notes, dropped = [], [], {}
+        session = None
+        if not a.session_exists and parsed.messages:
+            source = parsed.source() or "unknown"
+            session = {"id": sid, "source": source, "started_at": min(a.times)}
+            if ctx.caps.has("sessions", "profile_name"):
+                session["profile_name"] = ctx.store.profile.name
+            changes.append(Change("insert", "sessions", {"id": sid}, after=session))
+            notes.append(f"The session row does not exist: it is created with source '{source}' "
+                         f"({'from the file' if source != 'unknown' else 'no session_meta line names one'}) "
+                         "and the earliest message time.")
+        imported, superseded = [], []
+        for op, index in ops:
+            if op == "insert":
+                line = parsed.messages[index]
+                values, lost = row_values(line.data, columns)
+                for name in lost:
+                    dropped[name] = dropped.get(name, 0) + 1
+                imported.append(index)
+                changes.append(Change("insert", "messages", {"jsonl_line": line.number}, after={
+                    "role": line.role, "timestamp": a.times[index],
+                    "content_chars": len(values["content"] or ""),
+                }))
+            else:
+                row = rows[index]
+                superseded.append(row.id)
+                if moves:
+                    changes.append(Change("move", "messages", {"id": row.id}, before=row.id,
+                                          after="re-inserted after the imported messages, then removed"))
+                else:
+                    changes.append(Change("insert", "messages", {"copy_of": row.id}, after="after the imported messages"))
+                    changes.append(Change("update", "messages", {"id": row.id}, "active", 1, 0))
+        before = message_facts(ctx.conn, ctx.caps, sid)
+        if superseded:
+            how = (f"this store's schema has no messages.active column (before hermes-agent 0.17), so they cannot "
+                   f"be hidden: they are moved (re-inserted after the imported messages, byte for byte identical, "
+                   f"and the originals removed) in the same transaction, after the backup" if moves else
+                   "the originals stay in the store, hidden with active = 0")
+            notes.append(f"{len(superseded)} later row(s) already in the store are written again after the imported "
+                         f"messages so that the session reads in transcript order; {how}.")
+        for name, count in sorted(dropped.items()):
+            notes.append(f"Field '{name}' of {count} line(s) is not kept: this store has no such column "
+                         "(or the value is of the wrong kind).")
+        if a.inferred_times and imported:
+            notes.append(f"{a.inferred_times} line(s) carry no usable timestamp: each takes the previous message's time.")
+        bad = [{"line": b.number, "problem": b.problem} for b in parsed.bad]
+        if bad:
+            notes.append(f"{len(bad)} bad line(s) are not imported: "
+                         + "; ".join(f"line {b['line']}: {b['problem']}" for b in bad[:10])
+                         + (" …" if len(bad) > 10 else "") + ".")
+        calls = sum(_tool_call_entries(parsed.messages[i].data) for i in imported)
+        where = ("before the store's later rows" if superseded else "after the store's rows") if rows else "into a new session"
+        summary = (f"Import {len(imported)} message(s) from {path.name} {where}"
+                   + (f", superseding {len(superseded)} row(s)" if superseded else "")
+                   + (f"; {len(bad)} bad line(s) reported, not imported" if bad else "") + "; recount.")
+        plan = self.new_plan(ctx, finding, summary, changes=changes, params={
+            "path": str(path), "imported": [parsed.messages[i].number for i in imported], "superseded": superseded,
+            "rows_before": before["rows"], "matched_hidden": a.matched_hidden, "moves": moves, "session": session,
+            "tool_calls": calls, "bad_lines": bad, "notes": notes,
+        })
+        plan.blocked = self._blocked(ctx, a, path)
+        plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        return plan
+
+    @staticmethod
+    def _blocked(ctx, a: ImportAnalysis, path: Path) -> str:
+        if a.file.error:
+            return f"the file cannot be read ({a.file.error})"
+        if not a.missing:
+            return "the store already holds every message of the file"
+        idle = idle_seconds_setting()
+        age = ctx.now - a.file.mtime
+        if age < idle:
+            return (f"{path.name} was written {age:.0f} s ago: an agent may still be diverting turns into it "
+                    f"(it can be imported once it has been quiet for {idle:.0f} s)")
+        return ""
+
+    def state(self, conn, caps, plan):
+        path = Path(plan.params["path"])
+        a = analyse(conn, caps, plan.session_id, path)
+        return {"file": jsonl.file_identity(path), "session_exists": a.session_exists, "rows": a.digest(),
+                "messages": message_facts(conn, caps, plan.session_id)}
+
+    def write(self, conn, caps, plan):
+        p, sid = plan.params, plan.session_id
+        a = analyse(conn, caps, sid, Path(p["path"]))
+        ops = a.operations
+        imported = [a.file.messages[i].number for op, i in ops if op == "insert"]
+        superseded = [a.alignment.rows[j].id for op, j in ops if op == "copy"]
+        if imported != p["imported"] or superseded != p["superseded"]:
+            raise sqlite3.IntegrityError("the file or the session no longer matches the plan")
+        changed = 0
+        if p["session"] and not a.session_exists:
+            values = p["session"]
+            conn.execute(f"INSERT INTO sessions ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                         tuple(values.values()))
+            changed += 1
+        columns = caps.columns("messages")
+        copied = [c for c in columns if c not in NOT_COPIED]
+        hide = "active = 0" + (", compacted = 0" if caps.has("messages", "compacted") else "")
+        for op, index in ops:
+            if op == "insert":
+                values, _ = row_values(a.file.messages[index].data, columns)
+                values.update(session_id=sid, timestamp=a.times[index])
+                conn.execute(f"INSERT INTO messages ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                             tuple(values.values()))
+            else:
+                old = a.alignment.rows[index].id
+                cols = ", ".join(quote(c) for c in copied)
+                new = conn.execute(f"INSERT INTO messages ({cols}) SELECT {cols} FROM messages WHERE id = ?",
+                                   (old,)).lastrowid
+                if p["moves"]:
+                    _same_row(conn, copied, old, new)
+                    conn.execute("DELETE FROM messages WHERE id = ?", (old,))
+                else:
+                    conn.execute(f"UPDATE messages SET {hide} WHERE id = ?", (old,))
+            changed += 1
+        self._recount(conn, caps, sid, p["tool_calls"])
+        return changed
+
+    @staticmethod
+    def _recount(conn, caps, sid: str, new_calls: int) -> None:
+        if caps.has("sessions", "message_count"):
+            active = "active IS NULL OR active != 0" if caps.has("messages", "active") else "1"
+            conn.execute(f"UPDATE sessions SET message_count = (SELECT COUNT(*) FROM messages WHERE session_id = ? "
+                         f"AND ({active})) WHERE id = ?", (sid, sid))
+        if new_calls and caps.has("sessions", "tool_call_count"):
+            conn.execute("UPDATE sessions SET tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?",
+                         (new_calls, sid))
+
+    def verify(self, conn, caps, plan):
+        p = plan.params
+        a = analyse(conn, caps, plan.session_id, Path(p["path"]))
+        if a.missing:
+            return f"{len(a.missing)} message(s) of the file are still missing"
+        expected = p["rows_before"] + len(p["imported"]) + (0 if p["moves"] else len(p["superseded"]))
+        if len(a.alignment.rows) != expected:
+            return f"the session has {len(a.alignment.rows)} rows, expected {expected}"
+        visible = [r for r in a.alignment.rows if r.visible]
+        in_order = len(jsonl.align(a.file.messages, visible).pairs)
+        if in_order < len(a.file.messages) - a.matched_hidden:
+            return "the session does not read back in the file's order"
+        return None
+
+    def after_verify(self, plan) -> str:
+        """Archive the file when the setting says so; returns a note for the outcome."""
+        p = plan.params
+        notes = [f"imported {len(p['imported'])} message(s)"]
+        if p["bad_lines"]:
+            notes.append("bad lines not imported: " + ", ".join(str(b["line"]) for b in p["bad_lines"][:20]))
+        if getattr(settings, "HERMES_ARCHIVE_IMPORTED_JSONL", False):
+            source = Path(p["path"])
+            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+            target = archive_dir() / "jsonl" / stamp / plan.profile / "sessions" / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.exists() and not target.exists():
+                shutil.move(str(source), str(target))
+                notes.append(f"{source.name} archived to {target}")
+        return "; ".join(notes)
+
+
+def _same_row(conn, columns: list[str], old: int, new: int) -> None:
+    """Raise (rolling the transaction back) unless row ``new`` equals row ``old``
+    exactly in every copied column."""
+    select = f"SELECT {exact_select(columns)} FROM messages WHERE id = ?"
+    if conn.execute(select, (old,)).fetchone() != conn.execute(select, (new,)).fetchone():
+        raise sqlite3.IntegrityError(f"the copy of message {old} differs from the original; nothing written")

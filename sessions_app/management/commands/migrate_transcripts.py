@@ -1,0 +1,20 @@
+"""``manage.py migrate_transcripts``: import legacy JSONL transcripts into the stores.
+
+    python manage.py migrate_transcripts --all-profiles                # what would be imported
+    python manage.py migrate_transcripts --all-profiles --apply --json # import, report JSON
+
+The ``transcript_on_disk_only`` check and its ``import_jsonl_transcript`` action
+(``actions/transcripts.py``), nothing else: the same engine, selection, ``--apply``,
+``--json``, run lock, report and exit statuses as ``heal_sessions``
+(``management/runs.py``). Without ``--apply`` nothing is written anywhere but the
+dashboard's own database.
+"""
+
+from __future__ import annotations
+
+from ..runs import HealRunCommand
+
+
+class Command(HealRunCommand):
+    help = "Import messages that exist only in sessions/<id>.jsonl files into the session stores."
+    codes = ("transcript_on_disk_only",)

@@ -1,0 +1,343 @@
+"""JSONL transcripts beside a store (``sessions/<id>.jsonl``): parse, match, align.
+
+Shared by the ``transcript_on_disk_only`` check, the ``import_jsonl_transcript``
+action and the session page's JSONL view, so that what the check calls missing is
+exactly what the import writes, and a second import finds nothing.
+
+Layout (reference 1.4, 1.5, 8.2): one JSON object per line. Legacy gateway files
+hold message dicts (``role``, ``content``, ``tool_calls``, ``tool_call_id``,
+``tool_name``, reasoning fields, ``timestamp``...) and ``session_meta``
+bookkeeping lines; divert files hold the agent's flush rows. The dashboard's own
+export writes the same shape (plus ``session_id`` on each line).
+
+Line kinds (:class:`JsonlLine`):
+
+- ``message``: a dict whose ``role`` is one of :data:`MESSAGE_ROLES`;
+- ``meta``: ``session_meta`` bookkeeping (never a message; may name the source);
+- ``skipped``: ``system`` lines (Hermes keeps the system prompt on the session row);
+- ``bad``: broken JSON, a value that is not an object (a bare string), no role or an
+  unknown role, or a ``session_id`` naming another session. Reported with its
+  1-based line number, never imported.
+
+Matching (issue 4): a JSONL message and a store row are the same message when
+role, content, tool call id and tool calls are equal (structured content and tool
+calls compared as canonical JSON; NULL, absent, ``""`` and ``[]`` are all "none"),
+and the tool name too when the line carries one (old gateway lines often do not,
+while the store row has it). Matching is ordered: the longest common subsequence
+of the file's messages and the session's rows in ``messages.id`` order (ground
+rule 10), every row counted (rewound and compacted rows are still in the store).
+
+Plain file I/O here touches only the ``.jsonl`` file, never ``state.db`` (rule 5).
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import hashlib
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .transcript import JSON_PREFIX
+
+MESSAGE_ROLES = ("user", "assistant", "tool", "developer")
+META_ROLE = "session_meta"
+SKIP_ROLES = ("system",)
+# Epoch seconds outside this window are not message times (reference 3.2
+# ``_coerce_timestamp``; 10.21 garbage timestamps): 2000-01-01 .. far future.
+SANE_EPOCH = (946_684_800.0, 4_102_444_800.0)
+
+
+@dataclass
+class JsonlLine:
+    """One non-blank line. ``number`` is 1-based; ``kind`` message | meta | skipped | bad;
+    ``data`` the parsed object (None for broken JSON); ``problem`` why a line is bad or skipped."""
+
+    number: int
+    kind: str
+    data: object = None
+    problem: str = ""
+
+    @property
+    def role(self) -> str | None:
+        return self.data.get("role") if isinstance(self.data, dict) else None
+
+
+def classify(number: int, raw: bytes, session_id: str | None = None) -> JsonlLine | None:
+    """Classify one raw line (None for a blank line); ``session_id`` is the file's session."""
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        obj = json.loads(text.decode("utf-8", "replace"))
+    except ValueError:
+        return JsonlLine(number, "bad", None, "broken JSON")
+    if not isinstance(obj, dict):
+        kind = {str: "a bare string", list: "a list"}.get(type(obj), f"a bare {type(obj).__name__}")
+        return JsonlLine(number, "bad", obj, f"not a JSON object ({kind})")
+    role = obj.get("role")
+    if role == META_ROLE:
+        return JsonlLine(number, "meta", obj, "session_meta bookkeeping")
+    if role in SKIP_ROLES:
+        return JsonlLine(number, "skipped", obj, "system prompt (Hermes keeps it on the session row)")
+    if not isinstance(role, str) or not role:
+        return JsonlLine(number, "bad", obj, "no role")
+    if role not in MESSAGE_ROLES:
+        return JsonlLine(number, "bad", obj, f"unknown role {role[:40]!r}")
+    owner = obj.get("session_id")
+    if session_id is not None and isinstance(owner, str) and owner and owner != session_id:
+        return JsonlLine(number, "bad", obj, f"belongs to session {owner[:80]}")
+    return JsonlLine(number, "message", obj)
+
+
+def iter_lines(path: Path, session_id: str | None = None):
+    """Classified non-blank lines of ``path``, streamed. Raises OSError if unreadable."""
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            line = classify(number, raw, session_id)
+            if line is not None:
+                yield line
+
+
+@dataclass
+class JsonlFile:
+    """A whole transcript file read once: its message lines in file order, the rest
+    by kind, and the file's identity (``size`` bytes, ``mtime`` epoch s, ``sha256``)."""
+
+    path: Path
+    messages: list[JsonlLine] = field(default_factory=list)
+    meta: list[JsonlLine] = field(default_factory=list)
+    skipped: list[JsonlLine] = field(default_factory=list)
+    bad: list[JsonlLine] = field(default_factory=list)
+    size: int = 0
+    mtime: float = 0.0
+    sha256: str = ""
+    error: str = ""
+
+    def source(self) -> str | None:
+        """The platform named by a ``session_meta`` line (``source``, ``platform``, or
+        ``session.source``), or None."""
+        for line in self.meta:
+            data = line.data
+            for value in (data.get("source"), data.get("platform"),
+                          data["session"].get("source") if isinstance(data.get("session"), dict) else None):
+                if isinstance(value, str) and value.strip() and len(value.strip()) <= 64:
+                    return value.strip()
+        return None
+
+
+def read_file(path: Path, session_id: str | None = None) -> JsonlFile:
+    """Read and classify ``path``; an unreadable file gives ``error`` and no lines."""
+    result = JsonlFile(Path(path))
+    digest = hashlib.sha256()
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                digest.update(raw)
+                line = classify(number, raw, session_id)
+                if line is not None:
+                    {"message": result.messages, "meta": result.meta, "skipped": result.skipped,
+                     "bad": result.bad}[line.kind].append(line)
+    except OSError as exc:
+        result.error = f"{exc.__class__.__name__}: {exc.strerror or exc}"
+        return result
+    result.size, result.mtime, result.sha256 = st.st_size, st.st_mtime, digest.hexdigest()
+    return result
+
+
+def file_identity(path: Path) -> list | None:
+    """``[size, mtime_ns, sha256]`` of a file, or None when it is gone (plan guards)."""
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, digest]
+
+
+# --------------------------------------------------------------------------- identity
+
+def normal_content(value) -> str:
+    """Content in one comparable form: structured content (a list/dict, or the
+    store's ``\\x00json:`` text) as canonical JSON, text as is, None as ''."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        if not value.startswith(JSON_PREFIX):
+            return value
+        try:
+            value = json.loads(value[len(JSON_PREFIX):])
+        except ValueError:
+            return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def normal_tool_calls(value) -> str:
+    """Tool calls as canonical JSON; NULL, '', ``[]`` and unparseable-empty all read as ''."""
+    if value in (None, "", b""):
+        return ""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    if value in ([], {}, None):
+        return ""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_key(role, content, tool_call_id, tool_calls) -> str:
+    """Digest of what makes a message the same message (tool name compared apart)."""
+    text = "\x1f".join((str(role or ""), normal_content(content), str(tool_call_id or ""),
+                        normal_tool_calls(tool_calls)))
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()
+
+
+def line_key(line: JsonlLine) -> tuple[str, str | None]:
+    """``(key, tool_name or None)`` of a message line."""
+    d = line.data
+    name = d.get("tool_name")
+    return (message_key(d.get("role"), d.get("content"), d.get("tool_call_id"), d.get("tool_calls")),
+            name if isinstance(name, str) and name else None)
+
+
+@dataclass(frozen=True)
+class StoreRow:
+    """A message row of the session: ``id``, match ``key``, ``tool_name``, and whether
+    it is visible (active, or compacted; every row on stores without ``active``)."""
+
+    id: int
+    key: str
+    tool_name: str | None
+    visible: bool
+
+
+def store_rows(conn: sqlite3.Connection, caps, session_id: str) -> list[StoreRow]:
+    """Every message row of ``session_id`` in ``messages.id`` order (active or not)."""
+    if caps.has("messages", "active"):
+        compacted = " OR compacted = 1" if caps.has("messages", "compacted") else ""
+        visible = f"(active IS NULL OR active != 0{compacted})"
+    else:
+        visible = "1"
+    cur = conn.execute(
+        f"SELECT id, role, CAST(content AS BLOB), tool_call_id, tool_calls, tool_name, {visible} "
+        "FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
+    return [StoreRow(mid, message_key(role, content, call_id, calls), name, bool(vis))
+            for mid, role, content, call_id, calls, name, vis in cur]
+
+
+# --------------------------------------------------------------------------- alignment
+
+@dataclass
+class Alignment:
+    """Messages of a file aligned with a session's rows.
+
+    ``pairs``: ``(line index, row index)`` matched, increasing in both;
+    ``missing``: indexes of file messages the store lacks; ``merged``: the
+    transcript order as ``("line", i)``, ``("row", j)`` or ``("both", i, j)``
+    items: matched anchors in order, and in each gap between anchors the store's
+    own rows first, then the file's missing messages (the store's order and the
+    file's order are each kept; in a gap nothing tells which came first, and
+    store-first rewrites the fewest rows).
+    """
+
+    lines: list[JsonlLine]
+    rows: list[StoreRow]
+    pairs: list[tuple[int, int]]
+
+    @property
+    def missing(self) -> list[int]:
+        matched = {i for i, _ in self.pairs}
+        return [i for i in range(len(self.lines)) if i not in matched]
+
+    @property
+    def merged(self) -> list[tuple]:
+        out: list[tuple] = []
+        i = j = 0
+        for pi, pj in [*self.pairs, (len(self.lines), len(self.rows))]:
+            out.extend(("row", r) for r in range(j, pj))
+            out.extend(("line", n) for n in range(i, pi))
+            if pi < len(self.lines):
+                out.append(("both", pi, pj))
+            i, j = pi + 1, pj + 1
+        return out
+
+
+def align(lines: list[JsonlLine], rows: list[StoreRow]) -> Alignment:
+    """Longest common subsequence of ``lines`` (message lines) and ``rows``
+    (Hunt-Szymanski: O((matches + n) log n), so a long transcript against a long
+    session stays cheap unless nearly every message is identical)."""
+    positions: dict[str, list[int]] = {}
+    for j, row in enumerate(rows):
+        positions.setdefault(row.key, []).append(j)
+    thresholds: list[int] = []  # thresholds[k]: smallest row index ending a common run of length k+1
+    links: list[tuple] = []     # links[k]: (i, j, link of length k) for that run
+    for i, line in enumerate(lines):
+        key, name = line_key(line)
+        candidates = positions.get(key, ())
+        for j in reversed(candidates):
+            if name is not None and rows[j].tool_name not in (None, name):
+                continue
+            k = bisect.bisect_left(thresholds, j)
+            link = (i, j, links[k - 1] if k else None)
+            if k == len(thresholds):
+                thresholds.append(j)
+                links.append(link)
+            elif j < thresholds[k]:
+                thresholds[k] = j
+                links[k] = link
+    pairs: list[tuple[int, int]] = []
+    node = links[-1] if links else None
+    while node is not None:
+        pairs.append((node[0], node[1]))
+        node = node[2]
+    pairs.reverse()
+    return Alignment(lines, rows, pairs)
+
+
+# --------------------------------------------------------------------------- times
+
+def parse_time(value) -> float | None:
+    """Epoch seconds from a line's ``timestamp``: a number, a numeric string, or an ISO
+    8601 text (naive times are local, as Python's ``datetime.now()`` wrote them).
+    None when absent or outside the sane epoch window."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                seconds = dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                return None
+    else:
+        return None
+    if seconds > 1e11:  # milliseconds
+        seconds /= 1000.0
+    return seconds if SANE_EPOCH[0] <= seconds <= SANE_EPOCH[1] else None
+
+
+def message_times(lines: list[JsonlLine], fallback: float) -> tuple[list[float], int]:
+    """A time for every message line and how many were inferred: a line without a
+    usable ``timestamp`` takes the previous message's time (the next one's at the
+    start of the file), else ``fallback`` (the file's modification time)."""
+    own = [parse_time(line.data.get("timestamp")) for line in lines]
+    first = next((t for t in own if t is not None), fallback)
+    times, last = [], first
+    for t in own:
+        last = t if t is not None else last
+        times.append(last)
+    return times, sum(t is None for t in own)

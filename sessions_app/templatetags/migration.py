@@ -1,0 +1,36 @@
+"""Template helpers for the migration links on the session page (issue 4)."""
+
+from django import template
+
+from ..actions.transcripts import jsonl_path
+
+register = template.Library()
+
+
+@register.simple_tag
+def jsonl_copy(store, session_id) -> str:
+    """File name of the session's ``sessions/<id>.jsonl`` when one exists, else ''
+    (a ``stat`` of that one file; nothing is read)."""
+    path = jsonl_path(store, session_id)
+    return path.name if path is not None and path.is_file() else ""
+
+
+@register.simple_tag
+def other_copies(store, session_id) -> list[str]:
+    """Keys of the other readable profiles whose store also holds ``session_id``
+    (an ``id_collision``; one primary-key lookup per store, read-only)."""
+    import sqlite3
+
+    from ..stores import registry
+
+    found = []
+    for other in registry.stores():
+        if other.key == store.key or other.path == store.path or other.readiness() is not None:
+            continue
+        try:
+            with other.read() as conn:
+                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                    found.append(other.key)
+        except sqlite3.Error:
+            continue
+    return found

@@ -1,0 +1,190 @@
+"""Migration in the browser (issue 4 section 3): the per-profile migration page, a
+session's JSONL copy against the store, and the two copies of a colliding id.
+
+The migration page plans, live and read-only, every JSONL import
+(``transcript_on_disk_only``) and every move to the owner's store
+(``owner_mismatch``) of one profile; *Apply* signs exactly those plans and runs
+them as a background job (``jobs.py``), whose page shows progress and the result
+with backup paths. Permissions are enforced here, not by hiding buttons: imports
+need ``run_heal``, moves ``delete_sessions`` (``Action.permission``), and the job's
+engine checks again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.core import signing
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from ..actions.engine import ACTIONS, plan_for
+from ..actions.transcripts import jsonl_path
+from ..checks import run_store_checks
+from ..secrets import mask, masking_for
+from ..stores import jsonl, registry
+from ..stores.transcript import decode_content, structured_text
+from .common import require_perm, store_view
+from .health import _start
+
+MIGRATION_CHECKS = ("transcript_on_disk_only", "owner_mismatch")
+PLANS_SALT = "migration-plans"
+PLANS_MAX_AGE = 3600  # seconds a previewed set of plans stays valid
+EXCERPT = 300  # characters of a message shown in the JSONL comparison
+
+
+def may_apply(user, action_name: str) -> bool:
+    """Whether ``user`` holds the permission the action needs."""
+    action = ACTIONS.get(action_name)
+    return bool(action) and user.has_perm(f"sessions_app.{action.permission}")
+
+
+def _row(plan) -> dict:
+    """One line of the migration table: what happens to one session, with counts."""
+    p = plan.params
+    if plan.action == "import_jsonl_transcript":
+        counts = {"messages": len(p.get("imported", [])), "superseded": len(p.get("superseded", [])),
+                  "bad_lines": len(p.get("bad_lines", []))}
+    else:
+        moved = [c.after for c in plan.changes if c.op == "insert" and isinstance(c.after, dict)]
+        counts = {"sessions": len(p.get("members", [])), "messages": sum(a.get("messages", 0) for a in moved),
+                  "target": p.get("target_profile")}
+    return {"plan": plan, "counts": counts}
+
+
+def migration_plans(store) -> list:
+    """Plans for every import and move finding of ``store`` (read-only)."""
+    report = run_store_checks(store, only=list(MIGRATION_CHECKS), other_stores=[])
+    plans = []
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+        for finding in report.findings:
+            if finding.heal in ("import_jsonl_transcript", "move_to_owner_store"):
+                plan = plan_for(store, conn, caps, finding)
+                if plan is not None:
+                    plans.append(plan)
+    return plans
+
+
+@require_http_methods(["GET", "POST"])
+@require_perm("view_dashboard")
+@store_view
+def migrate_profile(request, store):
+    """GET: the plans, per session, with counts; POST: apply the previewed plans as a job."""
+    if request.method == "POST":
+        if not request.user.has_perm("sessions_app.run_heal"):
+            raise PermissionDenied
+        try:
+            data = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLANS_MAX_AGE)
+        except signing.BadSignature:
+            raise Http404("Invalid or expired plans; reload the page")
+        if not isinstance(data, list) or not data or any(d.get("profile") != store.key for d in data):
+            raise Http404("Plans do not belong here")
+        if not all(may_apply(request.user, d.get("action", "")) for d in data):
+            raise PermissionDenied
+        run = _start(request, mode="apply", profiles=[store.key], plans=data, only=list(MIGRATION_CHECKS))
+        return redirect("run", run.pk)
+    rows = [_row(plan) for plan in migration_plans(store)]
+    for row in rows:
+        row["allowed"] = may_apply(request.user, row["plan"].action)
+    ready = [asdict(r["plan"]) for r in rows if not r["plan"].blocked and r["allowed"]]
+    token = signing.dumps(ready, salt=PLANS_SALT, compress=True) if ready else None
+    return render(request, "sessions/migrate.html", {
+        "store": store, "imports": [r for r in rows if r["plan"].action == "import_jsonl_transcript"],
+        "moves": [r for r in rows if r["plan"].action == "move_to_owner_store"], "ready": len(ready),
+        "token": token, "can_run": request.user.has_perm("sessions_app.run_heal"),
+    })
+
+
+@require_GET
+@require_perm("view_transcripts")
+@store_view
+def session_jsonl(request, store, session_id):
+    """The session's ``sessions/<id>.jsonl`` line by line against its rows in the store."""
+    path = jsonl_path(store, session_id)
+    if path is None or not path.is_file():
+        raise Http404("This session has no JSONL copy")
+    parsed = jsonl.read_file(path, session_id)
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+        rows = jsonl.store_rows(conn, caps, session_id)
+        alignment = jsonl.align(parsed.messages, rows)
+        missing = set(alignment.missing)
+        contents = _row_contents(conn, [r.id for r in rows])
+    masked = masking_for(request.user)
+    items = []
+    for item in alignment.merged:
+        if item[0] == "row":
+            row = rows[item[1]]
+            items.append({"state": "store_only", "row": row, "role": contents.get(row.id, ("", ""))[0],
+                          "text": _excerpt(contents.get(row.id, ("", ""))[1], masked)})
+            continue
+        line = parsed.messages[item[1]]
+        row = rows[item[2]] if item[0] == "both" else None
+        content = line.data.get("content")
+        text = decode_content(content)[0] if isinstance(content, str) or content is None else structured_text(content)
+        items.append({"state": "missing" if item[1] in missing else "matched", "line": line, "row": row,
+                      "role": line.role, "text": _excerpt(text, masked)})
+    return render(request, "sessions/jsonl.html", {
+        "store": store, "session_id": session_id, "path": path, "file": parsed, "items": items,
+        "missing": len(missing), "store_only": sum(1 for i in items if i["state"] == "store_only"),
+    })
+
+
+def _row_contents(conn, ids: list[int]) -> dict[int, tuple[str, str]]:
+    out = {}
+    for start in range(0, len(ids), 900):
+        part = ids[start:start + 900]
+        marks = ",".join("?" * len(part))
+        for mid, role, content in conn.execute(
+                f"SELECT id, role, substr(content, 1, {EXCERPT * 4}) FROM messages WHERE id IN ({marks})", part):
+            out[mid] = (role, decode_content(content)[0])
+    return out
+
+
+def _excerpt(text, masked: bool) -> str:
+    text = text or ""
+    text = text[:EXCERPT] + ("…" if len(text) > EXCERPT else "")
+    return mask(text) if masked else text
+
+
+COLLISION_COLUMNS = ("title", "source", "started_at", "ended_at", "end_reason", "message_count", "session_key",
+                     "profile_name")
+
+
+@require_GET
+@require_perm("view_dashboard")
+@store_view
+def session_collision(request, store, session_id):
+    """Every copy of a session id across the known stores, side by side (never merged)."""
+    copies = []
+    show_text = request.user.has_perm("sessions_app.view_transcripts")
+    masked = masking_for(request.user)
+    for other in registry.stores():
+        if other.readiness() is not None:
+            continue
+        with other.read() as conn:
+            caps = other.capabilities(conn)
+            cols = [c for c in COLLISION_COLUMNS if caps.has("sessions", c)]
+            row = conn.execute(f"SELECT {', '.join(cols)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if row is None:
+                continue
+            facts = dict(zip(cols, row))
+            facts["rows"], facts["last_message_at"] = conn.execute(
+                "SELECT COUNT(*), MAX(timestamp) FROM messages WHERE session_id = ?", (session_id,)).fetchone()
+            first = []
+            if show_text:
+                for role, content in conn.execute(
+                        "SELECT role, substr(content, 1, 1200) FROM messages WHERE session_id = ? "
+                        "AND role IN ('user', 'assistant') ORDER BY id LIMIT 3", (session_id,)):
+                    first.append((role, _excerpt(decode_content(content)[0], masked)))
+        if masked and facts.get("title"):
+            facts["title"] = mask(facts["title"])
+        copies.append({"store": other, "facts": facts, "first": first, "here": other.key == store.key})
+    if not any(c["here"] for c in copies):
+        raise Http404("No such session in this profile")
+    return render(request, "sessions/collision.html", {
+        "store": store, "session_id": session_id, "copies": copies, "show_text": show_text,
+    })
