@@ -157,7 +157,7 @@ LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = os.environ.get("HERMES_ADMIN_TIME_ZONE", "UTC")
+TIME_ZONE = "UTC"  # every page labels its times UTC, like the stores' epoch seconds
 USE_I18N = False
 USE_TZ = True
 

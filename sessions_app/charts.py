@@ -44,7 +44,7 @@ def health_chart(profile_key: str) -> Chart:
     report includes the profile; a pass without snapshots for a severity counts 0.
     """
     runs = [
-        run for run in HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[])
+        run for run in HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
         .exclude(report=None).order_by("-finished_at")[: MAX_POINTS * 3]
         if any(p.get("profile") == profile_key and p.get("status") == "ok" for p in run.report.get("profiles", []))
     ][:MAX_POINTS]

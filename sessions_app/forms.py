@@ -20,6 +20,8 @@ class SessionFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["check"].choices = [("", "any health")] + [(c, c) for c in checks]
         self.fields["profile"].choices = [(p, p) for p in profiles]
+        self.fields["profile"].widget.attrs["size"] = min(max(len(profiles), 2), 8)
+        self.fields["profile"].help_text = "Ctrl-click to pick several"
         self.fields["source"].choices = [("", "any source")] + [(s, s) for s in sources]
 
     def filters(self) -> Filters:

@@ -46,7 +46,8 @@ def latest(profile_keys) -> dict[str, ProfileHealth]:
     wanted = set(profile_keys)
     found: dict[str, ProfileHealth] = {key: ProfileHealth() for key in wanted}
     # Partial passes (--only, single repairs) do not describe a profile's health.
-    runs = HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[]).exclude(report=None).order_by("-finished_at")
+    runs = (HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
+            .exclude(report=None).order_by("-finished_at"))
     for run in runs.iterator(chunk_size=20):
         for entry in run.report.get("profiles", []):
             key = entry.get("profile")

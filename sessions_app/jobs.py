@@ -90,8 +90,10 @@ def execute(run_id: int) -> HealRun:
                 report = run_bulk_delete(run, _progress(run))
             else:
                 report = _plans_job(run) if run.plans else _heal_job(run)
+                if run.plans:
+                    _refresh_health(run)
         run.report, run.status = report, HealRun.Status.DONE
-        if not run.plans:  # a whole pass: keep its counts for the health history
+        if not run.plans and run.mode in ("check", "apply"):  # a whole pass: keep its counts
             record_snapshot(run, report)
     except RunLocked as exc:
         run.status, run.error = HealRun.Status.FAILED, str(exc)
@@ -116,6 +118,26 @@ def _heal_job(run: HealRun) -> dict:
     run.save(update_fields=["total"])
     return heal(selected, all_stores=everything, only=run.only, apply=run.mode == "apply",
                 applier=_applier(run), progress=_progress(run))
+
+
+def _refresh_health(run: HealRun) -> None:
+    """After single repairs, a fresh check pass of the profiles touched (recorded as
+    its own run) so the health pages and the overview stop showing what was fixed."""
+    registry.scan()
+    everything = registry.stores()
+    touched = sorted({p["profile"] for p in run.plans})
+    selected = [s for s in everything if s.key in touched]
+    if not selected:
+        return
+    check = HealRun.objects.create(
+        mode="check", trigger=run.trigger, actor=run.actor, actor_label=run.actor_label,
+        profiles=touched, status=HealRun.Status.RUNNING, started_at=timezone.now(), total=len(selected),
+        request_address=run.request_address, pid=os.getpid(),
+    )
+    check.report = heal(selected, all_stores=everything, apply=False, applier=_applier(check))
+    check.status, check.done, check.finished_at = HealRun.Status.DONE, len(selected), timezone.now()
+    check.save()
+    record_snapshot(check, check.report)
 
 
 def _plans_job(run: HealRun) -> dict:

@@ -28,6 +28,10 @@ from .base import Plan
 from .engine import Applier, Outcome, plan_for
 
 log = logging.getLogger("sessions_app.actions")
+APPLY_ORDER = {
+    "import_jsonl_transcript": 0, "recreate_session_row": 1, "hide_duplicates": 2, "move_to_owner_store": 90,
+    "recount_session": 99,
+}
 SEVERITIES = ("critical", "warning", "info")
 
 
@@ -131,6 +135,9 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
                 continue
             if plan is not None:
                 plans.append(plan)
+    # Repairs that add or hide rows first, recounts last: a recount planned before
+    # a duplicate was hidden is then skipped as changed, never applied stale.
+    plans.sort(key=lambda p: APPLY_ORDER.get(p.action, 50))
     for plan in plans:
         if apply:
             outcomes.append(applier.apply(store, plan))

@@ -65,6 +65,15 @@ class HealRunCommand(StoreCommand):
         self._print(report, options)
         code = exit_status(report, options["fail_on"])
         if code:
+            # One line on stderr even with --json on stdout: cron mails it, so a
+            # failing or unhealthy night never passes silently.
+            summary = report["summary"]
+            unreadable = sum(p["status"] not in ("ok", "missing") for p in report["profiles"])
+            self.stderr.write(
+                f"{self.command_name()}: exit {code}: {summary['critical']} critical, {summary['warning']} warning, "
+                f"{summary['failed']} failed action(s), {unreadable} store(s) not readable"
+            )
+        if code:
             sys.exit(code)
 
     def _run(self, selected, everything, only, options):

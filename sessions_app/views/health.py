@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import asdict
 
 from django.contrib import messages as flash
@@ -19,6 +21,7 @@ from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest
 from ..models import HealRun
+from ..stores import liveness
 from ..stores import registry
 from .common import require_perm, store_view
 
@@ -117,16 +120,20 @@ def repair_preview(request, store, session_id):
     """The concrete plan for one finding, and the form to apply it."""
     code = request.GET.get("check", "")
     finding = _finding_for(store, session_id, code)
-    plan = token = None
+    plan = token = live = None
     if finding is not None:
         with store.read() as conn:
-            plan = plan_for(store, conn, store.capabilities(conn), finding)
+            caps = store.capabilities(conn)
+            plan = plan_for(store, conn, caps, finding)
+            if plan is not None and plan.session_id:
+                verdict = liveness.evidence_for(store, conn, caps, plan.session_id, time.time())
+                live = verdict if verdict.verdict != "not_live" else None
         if plan is not None:
             token = signing.dumps(asdict(plan), salt=PLAN_SALT, compress=True)
     permission = ACTIONS[plan.action].permission if plan is not None else "run_heal"
     return render(request, "sessions/repair.html", {
         "store": store, "session_id": session_id, "check": CHECKS[code], "finding": finding,
-        "plan": plan, "token": token, "permission": permission,
+        "plan": plan, "token": token, "live": live, "permission": permission,
         "can_apply": request.user.has_perm(f"sessions_app.{permission}"),
     })
 

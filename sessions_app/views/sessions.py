@@ -85,6 +85,7 @@ def session_list(request):
         "page": page,
         "count_cap": COUNT_CAP,
         "badges": badges,
+        "checked": {key for key, h in health.items() if h.run is not None},
         "base_query": base,
         "next_token": signing.dumps(list(page.next_cursor), salt=CURSOR_SALT) if page.next_cursor else None,
         "prev_token": signing.dumps(list(page.prev_cursor), salt=CURSOR_SALT) if page.prev_cursor else None,
@@ -135,12 +136,16 @@ def session_detail(request, store, session_id):
         can_read = request.user.has_perm("sessions_app.view_transcripts")
         page = None
         if can_read:  # without the content permission: metadata, counts and findings only
+            at = _int(request.GET.get("at"))
             page = transcript.page(
                 size=size,
                 after=_int(request.GET.get("after")),
                 before=_int(request.GET.get("before")),
-                at=_int(request.GET.get("at")),
+                at=at,
             )
+            if at is not None and (not page.messages or page.messages[0].id != at):
+                flash.info(request, f"Message #{at} is not among this session's visible messages; "
+                                    "showing the page that follows it.")
         parent = lineage.parent(session) if session else None
         children = lineage.children(session_id) if session else []
         chain = lineage.chain(session_id) if session else []
@@ -185,6 +190,8 @@ def session_detail(request, store, session_id):
         "include_inactive": include_inactive,
         "has_active_column": caps.has("messages", "active"),
         "nav_query": nav,
+        "size": size,
+        "sizes": TRANSCRIPT_SIZES,
         "findings": [(f, CHECKS.get(f.check)) for f in findings],
         "markers": message_markers(findings),
     }
@@ -223,7 +230,7 @@ def message_markers(findings) -> dict[int, list]:
         for key, value in (finding.evidence or {}).items():
             if key in ("first_message_id", "last_message_id"):
                 continue  # ranges (orphan rows): the whole transcript is concerned
-            if key.endswith("_ids") and isinstance(value, list):
+            if (key.endswith("_ids") or key == "hide") and isinstance(value, list):
                 ids.update(v for v in value if isinstance(v, int))
             elif key.endswith("message_id") and isinstance(value, int):
                 ids.add(value)
