@@ -15,8 +15,9 @@ tables whose columns have no declared type, so no value is converted on the way
 back the same way. Nothing here opens ``state.db`` as a plain file (ground rule 5).
 
 An entry is ``pending`` while its deletion runs, ``deleted`` once the store
-transaction committed, ``restored`` after a restore, ``aborted`` when the deletion
-did not happen (the entry is then removed). Entries older than the retention
+transaction committed, ``restored`` after a restore; when the deletion does not
+happen the entry is removed. A ``pending`` entry left by an interruption after
+the store committed can still be restored (its sessions are then absent). Entries older than the retention
 (``HERMES_TRASH_RETENTION_DAYS``) are removed by ``manage.py purge_trash``, as
 are the leftover-file folders ``trash/files/<stamp>/`` of ``remove_leftover_files``.
 """
@@ -161,15 +162,16 @@ def discard(entry: TrashEntry) -> None:
 
 # --------------------------------------------------------------------------- rows
 
-def export_rows(entry: TrashEntry, store_path: Path, tables: dict[str, tuple[tuple[str, ...], str]],
+def export_rows(entry: TrashEntry, store_path: Path, tables: dict[str, tuple],
                 sets: dict[str, list[str]], extra: dict[str, list[tuple]] | None = None,
                 timeout: float = 5.0) -> dict[str, int]:
     """Copy rows of the store into ``rows.sqlite3``; returns rows copied per table.
 
-    ``tables`` maps a store table to ``(columns, where)``: ``where`` is an SQL
+    ``tables`` maps a trash table to ``(columns, where)`` or ``(columns, where,
+    store table)`` (default: the store table of the same name): ``where`` is an SQL
     condition on that table that may use the temp tables named in ``sets``
     (``temp.<name>(v)``, filled with the given values). ``extra`` adds tables of
-    our own (``name -> rows``; two TEXT-less columns ``a``, ``b``).
+    our own (``name -> rows``; two untyped columns ``a``, ``b``).
 
     The store is attached read-only to a connection of the trash file, so the
     copy is SQLite to SQLite, one read transaction (a consistent snapshot), and
@@ -185,11 +187,13 @@ def export_rows(entry: TrashEntry, store_path: Path, tables: dict[str, tuple[tup
             conn.execute(f"CREATE TEMP TABLE {_quote(name)} (v PRIMARY KEY)")
             conn.executemany(f"INSERT OR IGNORE INTO temp.{_quote(name)} (v) VALUES (?)", [(v,) for v in values])
         counts: dict[str, int] = {}
-        for table, (columns, where) in tables.items():
+        for table, spec in tables.items():
+            columns, where = spec[0], spec[1]
+            source = spec[2] if len(spec) > 2 else table
             cols = ", ".join(_quote(c) for c in columns)
             conn.execute(f"CREATE TABLE main.{_quote(table)} ({cols})")
             order = " ORDER BY id" if table == "messages" else ""
-            cur = conn.execute(f"INSERT INTO main.{_quote(table)} ({cols}) SELECT {cols} FROM store.{_quote(table)} "
+            cur = conn.execute(f"INSERT INTO main.{_quote(table)} ({cols}) SELECT {cols} FROM store.{_quote(source)} "
                                f"WHERE {where}{order}")
             counts[table] = cur.rowcount
         for name, rows in (extra or {}).items():
@@ -243,10 +247,10 @@ def expired(now: float | None = None, older_than_days: float | None = None) -> l
     limit = now - days * 86400
     found: list[Purged] = []
     for entry in list_entries():
-        # A pending entry may belong to a deletion running right now: never purged
-        # (an interrupted one is reported on the trash page instead).
+        # A pending entry older than the retention belongs to a deletion that was
+        # interrupted long ago (a running one is minutes old): it goes too.
         start = entry.deleted_at
-        if entry.state != "pending" and start is not None and start <= limit:
+        if start is not None and start <= limit:
             found.append(Purged("entry", str(entry.path), entry.profile, (now - start) / 86400, entry.state,
                                 tuple(entry.manifest.get("targets", ()))))
     files_root = trash_root() / "files"

@@ -77,6 +77,7 @@ DEPENDENTS = (
     ("compression_locks", "session_id", "session_id IN {T}"),
 )
 NOT_RESTORED = ("session_turn_leases", "compression_locks")
+DETACHED_ROWS = "_detached_sessions"  # trash table: detached children's rows before the deletion
 
 
 class Refused(Exception):
@@ -99,17 +100,18 @@ def _render(where: str, sets: dict[str, list], temp: bool) -> tuple[str, list]:
     params: list = []
     out = where
     if temp:
-        return out.format(T="(SELECT v FROM temp.targets)", P="(SELECT v FROM temp.prompts)"), params
+        return out.format(T="(SELECT v FROM temp.targets)", P="(SELECT v FROM temp.prompts)",
+                          D="(SELECT v FROM temp.detached)"), params
     # Parameters must follow textual order.
     pieces = []
     rest = out
     while True:
-        positions = [(rest.find("{" + k + "}"), k) for k in ("T", "P") if rest.find("{" + k + "}") >= 0]
+        positions = [(rest.find("{" + k + "}"), k) for k in ("T", "P", "D") if rest.find("{" + k + "}") >= 0]
         if not positions:
             pieces.append(rest)
             break
         pos, key = min(positions)
-        values = sets["targets" if key == "T" else "prompts"]
+        values = sets[{"T": "targets", "P": "prompts", "D": "detached"}[key]]
         pieces.append(rest[:pos] + (_ph(values) if values else "(NULL)"))
         params.extend(values)
         rest = rest[pos + 3:]
@@ -580,8 +582,8 @@ class Deleter:
     def _export_and_delete(self, conn, caps, store, plan: DeletePlan, entry) -> dict[str, int]:
         """Inside the write transaction: export to the trash, then delete; counts per table."""
         ids = plan.target_ids
-        sets = {"targets": ids, "prompts": plan.prompts}
-        tables: dict[str, tuple[tuple[str, ...], str]] = {}
+        sets = {"targets": ids, "prompts": plan.prompts, "detached": [c["id"] for c in plan.detach]}
+        tables: dict[str, tuple] = {}
         tables["sessions"] = (caps.columns("sessions"), "id IN {T}")
         tables["messages"] = (caps.columns("messages"), "session_id IN {T}")
         for table, needed, where in DEPENDENTS:
@@ -589,9 +591,12 @@ class Deleter:
                 tables[table] = (caps.columns(table), where)
         if plan.prompts:
             tables["system_prompts"] = (caps.columns("system_prompts"), "hash IN {P}")
-        rendered = {t: (cols, _render(where, sets, temp=True)[0]) for t, (cols, where) in tables.items()}
+        # The children the deletion detaches are touched too: their whole rows as they were.
+        tables[DETACHED_ROWS] = (caps.columns("sessions"), "id IN {D}", "sessions")
+        rendered = {t: (spec[0], _render(spec[1], sets, temp=True)[0], *spec[2:]) for t, spec in tables.items()}
         detached = [(c["id"], c["parent_session_id"]) for c in plan.detach]
         exported = trash.export_rows(entry, store.path, rendered, sets, extra={"_detached": detached})
+        entry.update(targets=ids, detached=plan.detach)  # known now, in case of an interruption
         if exported.get("sessions") != len(ids) or exported.get("messages") != plan.messages:
             raise Mismatch(f"exported {exported.get('sessions')} sessions / {exported.get('messages')} messages, "
                            f"planned {len(ids)} / {plan.messages}")
@@ -621,6 +626,9 @@ class Deleter:
         conn.execute("DROP TABLE temp.prompts")
         if detached_n != len(plan.detach):
             raise Mismatch(f"detached {detached_n} children, planned {len(plan.detach)}")
+        detached_rows = exported.pop(DETACHED_ROWS)
+        if detached_rows != len(plan.detach):
+            raise Mismatch(f"exported {detached_rows} detached children, planned {len(plan.detach)}")
         for table, count in exported.items():
             if deleted.get(table) != count:
                 raise Mismatch(f"{table}: exported {count} rows, deleted {deleted.get(table)}")
@@ -675,7 +683,13 @@ class Deleter:
         return outcome
 
     def _restore(self, store, entry, targets, outcome: Outcome) -> None:
-        if entry.state != "deleted":
+        if entry.state == "pending" and targets and store is not None:
+            # Interrupted after the export: restorable only if the deletion committed.
+            with store.read() as conn:
+                present = conn.execute(f"SELECT COUNT(*) FROM sessions WHERE id IN {_ph(targets)}", targets).fetchone()[0]
+            if present:
+                raise Refused("this deletion did not complete (its sessions are still in the store); nothing to restore")
+        elif entry.state != "deleted":
             raise Refused(f"this trash entry is {entry.state}, not restorable")
         if store is None or str(store.path) != entry.manifest.get("store_path"):
             raise Refused("the profile's store is no longer where the session was deleted from")

@@ -132,6 +132,10 @@ class Applier:
         """Apply one plan; never raises for store problems (they become the outcome)."""
         started = time.monotonic()
         action = ACTIONS[plan.action]
+        # The event exists before anything is written: a process killed mid-action
+        # leaves "failed: did not finish" behind, never an unrecorded change.
+        event = self._audit(store, plan, Outcome(plan, "failed", "started; the process ended before "
+                                                 "the outcome was recorded"), 0)
         outcome = Outcome(plan, "skipped")
         try:
             action.validate(store, plan)
@@ -157,7 +161,7 @@ class Applier:
         except Exception as exc:  # an unexpected value in a damaged store: fail this one, go on
             log.exception("action %s failed on %s", plan.action, store.path)
             outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
-        self._audit(store, plan, outcome, int((time.monotonic() - started) * 1000))
+        self._audit(store, plan, outcome, int((time.monotonic() - started) * 1000), event=event)
         return outcome
 
     def _apply(self, store: Store, action: Action, plan: Plan, outcome: Outcome) -> None:
@@ -207,9 +211,11 @@ class Applier:
         """Record one AuditEvent for ``store`` (multi-store actions call it per store)."""
         self._audit(store, plan, outcome, duration_ms)
 
-    def _audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int) -> None:
+    def _audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int,
+               event: AuditEvent | None = None) -> AuditEvent:
+        """Create (or, given ``event``, complete) the action's one AuditEvent."""
         backup = outcome.backup if outcome.status == "applied" or outcome.rows_changed else None
-        AuditEvent.objects.create(
+        fields = dict(
             actor=self.actor,
             actor_label=self.actor_label,
             action=plan.action,
@@ -229,6 +235,12 @@ class Applier:
             request_address=self.request_address,
             run=self.run,
         )
+        if event is None:
+            return AuditEvent.objects.create(**fields)
+        for name, value in fields.items():
+            setattr(event, name, value)
+        event.save()
+        return event
 
 
 def _identity(path) -> tuple:

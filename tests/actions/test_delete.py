@@ -70,6 +70,16 @@ def test_delete_then_restore_is_byte_for_byte(aged_home, profile, kind):
     assert rows(s, "SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)) == [(0,)]
     assert not any((s.profile.sessions_dir / n).exists() for n in files)
     assert {p.name: p.read_bytes() for p in done.entry.files_dir.iterdir()} == files
+    kept = trash.rows_tables(done.entry)
+    assert set(kept) >= {"sessions", "messages", "_detached", "_detached_sessions"}
+    assert done.counts["detached"] == len(plan.detach)
+    if kind == "compress_mid":
+        assert [c["edge"] for c in plan.detach] == ["compression"]
+    if kind == "cli_main":
+        # Releases before 0.17 wrote delegate children as plain 'cli' rows without a
+        # marker: upstream could not tell them apart either, they are detached.
+        delegated = [t.kind for t in plan.targets] == ["asked", "delegate"]
+        assert delegated == (profile not in ("legacy", "archive")) and delegated != bool(plan.detach)
     if word:
         assert fts_hits(s, word) == [] and hits  # left the index with its rows
 
@@ -117,6 +127,50 @@ for sid in ({sids['cli_main']!r}, {sids['branch_parent']!r}):
     assert rows(s, "SELECT parent_session_id FROM sessions WHERE id = ?", (sids["branch_child"],)) == [(None,)]
     assert sorted(os.listdir(s.profile.sessions_dir)) == sorted(os.listdir(twin.profile.sessions_dir)) == ["sessions.json"]
     assert len(events()) == 2
+
+
+def test_topic_binding_goes_and_comes_back_unless_the_topic_was_rebound(aged_home):
+    """0.19.0 binds a Telegram DM topic to the session with its own API; the binding
+    goes with the session and comes back with it, unless the gateway bound the topic
+    to a new session meanwhile (then that binding stays and the restore says so)."""
+    s = store(aged_home, "default")
+    sid = ids("default")["telegram_open"]
+    bind = f"""
+db.bind_telegram_topic(chat_id='12345', thread_id='77', user_id='12345',
+                       session_key='agent:main:telegram:dm:12345', session_id={{sid!r}})
+"""
+    hermes(s, bind.format(sid=sid))
+    before = dump(s)
+    plan, item = confirm(s, sid)
+    assert plan.dependents["telegram_dm_topic_bindings"] == 1
+    done = deleter().delete(s, item, override=sid, may_override=True)
+    assert done.status == "applied" and done.counts["telegram_dm_topic_bindings"] == 1
+    assert rows(s, "SELECT COUNT(*) FROM telegram_dm_topic_bindings") == [(0,)]
+    assert deleter().restore(s, done.entry).status == "applied"
+    assert dump(s) == before
+
+    done = deleter().delete(s, confirm(s, sid)[1], override=sid, may_override=True)
+    hermes(s, "db.create_session('20260301_200000_9a9a9a9a', 'telegram')\n" + bind.format(sid="20260301_200000_9a9a9a9a"))
+    back = deleter().restore(s, done.entry)
+    assert back.status == "applied" and back.report["telegram_dm_topic_bindings_not_restored"] == 1
+    assert rows(s, "SELECT session_id FROM telegram_dm_topic_bindings") == [("20260301_200000_9a9a9a9a",)]
+
+
+def test_system_prompts_are_collected_only_when_nobody_else_uses_them(aged_home):
+    sids = ids("edge")
+    s = store(aged_home, "edge")
+    [(digest,)] = rows(s, "SELECT system_prompt_hash FROM sessions WHERE id = ?", (sids["cli_main"],))
+    plan, item = confirm(s, sids["cli_main"])
+    assert plan.prompts == [digest]
+    done = deleter().delete(s, item)
+    assert done.counts["system_prompts"] == 1 and rows(s, "SELECT COUNT(*) FROM system_prompts") == [(0,)]
+    assert deleter().restore(s, done.entry).status == "applied"
+    with damage(s) as db:  # another session pinned to the same prompt
+        db.execute("UPDATE sessions SET system_prompt_hash = ? WHERE id = ?", (digest, sids["long"]))
+    plan, item = confirm(s, sids["cli_main"])
+    assert plan.prompts == [] and "system_prompts" not in plan.dependents
+    assert deleter().delete(s, item).status == "applied"
+    assert rows(s, "SELECT hash FROM system_prompts") == [(digest,)]
 
 
 def test_whole_lineage_goes_as_one_conversation(aged_home):
@@ -358,6 +412,19 @@ def test_restore_keeps_parent_links_only_where_the_parent_exists(aged_home):
     assert rows(s, "SELECT parent_session_id FROM sessions WHERE id = ?", (sids["branch_child"],)) == [(None,)]
     assert deleter().restore(s, parent.entry).status == "applied"
     assert deleter().restore(s, parent.entry).status == "refused"  # already restored: exactly once
+
+
+def test_an_interrupted_entry_is_restorable_only_if_the_deletion_committed(aged_home):
+    sids = ids("default")
+    s = store(aged_home, "default")
+    done = deleter().delete(s, confirm(s, sids["hostile"])[1])
+    done.entry.update(state="pending")  # as if the process died right after COMMIT
+    assert deleter().restore(s, trash.get_entry(done.entry.id)).status == "applied"
+    again = deleter().delete(s, confirm(s, sids["hostile"])[1])
+    assert deleter().restore(s, again.entry).status == "applied"
+    again.entry.update(state="pending")  # an entry whose sessions are in the store: not restorable
+    refused = deleter().restore(s, trash.get_entry(again.entry.id))
+    assert refused.status == "refused" and "did not complete" in refused.reason
 
 
 def test_every_outcome_leaves_exactly_one_audit_event(aged_home):

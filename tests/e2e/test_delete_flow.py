@@ -42,6 +42,7 @@ def test_delete_restore_and_refusals(logged_in, live_server, hermes_home, data_d
     page.click("form.delete-form button[type=submit]")
     page.wait_for_url("**/trash/*/")
     assert "Deleted" in page.locator(".flash").inner_text()
+    page.screenshot(path=str(tmp_path / "trash-entry.png"), full_page=True)
     assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(0,)]
     page.click("button:has-text(\"Restore\")")
     page.wait_for_url(f"**/p/default/s/{sid}/")
@@ -55,6 +56,7 @@ def test_delete_restore_and_refusals(logged_in, live_server, hermes_home, data_d
         page.goto(f"{live_server.url}/p/default/s/{held}/")
         assert "live" in page.locator("#liveness .verdict").inner_text()
         assert "compression lock" in page.locator("#liveness").inner_text()
+        page.screenshot(path=str(tmp_path / "session-live.png"))
         page.click("#liveness >> text=Delete…")
         assert "Deletion is refused" in page.content()
         assert page.locator("form.delete-form").count() == 0
