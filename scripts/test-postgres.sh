@@ -23,18 +23,11 @@ if [ "$(id -u)" -eq 0 ]; then  # PostgreSQL refuses to run as root
 fi
 "${RUN_AS[@]}" "$BIN/initdb" -D "$PGDATA" -A trust -U postgres >/dev/null
 "${RUN_AS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -o "-p $PORT -k $PGDATA -c listen_addresses=127.0.0.1" -l "$PGDATA/log" -w start >/dev/null
-trap '"${RUN_AS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$PGDATA"' EXIT
+DATA="$(mktemp -d)"
+trap '"${RUN_AS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -m fast -w stop >/dev/null 2>&1 || true; rm -rf "$PGDATA" "$DATA"' EXIT
 "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -q -c "CREATE ROLE hermes LOGIN CREATEDB" -c "CREATE DATABASE hermes_admin OWNER hermes"
 
 export DATABASE_URL="postgres://hermes@127.0.0.1:$PORT/hermes_admin"
-export HERMES_ADMIN_DATA="$(mktemp -d)"
+export HERMES_ADMIN_DATA="$DATA"
 unset HERMES_ROOTS HERMES_HOME
-set +e
-.venv/bin/python -m pytest "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then
-  echo "pytest collected no tests: failing loudly (exit 5 is not a pass)." >&2
-  exit 1
-fi
-exit "$status"
+bash scripts/run-pytest.sh "$@"

@@ -23,15 +23,13 @@ if [ -z "${HERMES_ADMIN_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1;
 fi
 
 # Tests get their own data folder; the developer's var/ is never touched.
-export HERMES_ADMIN_DATA="${HERMES_ADMIN_TEST_DATA:-$(mktemp -d)}"
+if [ -n "${HERMES_ADMIN_TEST_DATA:-}" ]; then
+  export HERMES_ADMIN_DATA="$HERMES_ADMIN_TEST_DATA"
+else
+  HERMES_ADMIN_DATA="$(mktemp -d)"
+  export HERMES_ADMIN_DATA
+  trap 'rm -rf "$HERMES_ADMIN_DATA"' EXIT
+fi
 unset HERMES_ROOTS HERMES_HOME
 
-set +e
-.venv/bin/python -m pytest "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then
-  echo "pytest collected no tests: failing loudly (exit 5 is not a pass)." >&2
-  exit 1
-fi
-exit "$status"
+bash scripts/run-pytest.sh "$@"
