@@ -190,6 +190,9 @@ HERMES_QUICK_CHECK_BUDGET = env_float("HERMES_ADMIN_QUICK_CHECK_BUDGET", 60)
 HERMES_ADMIN_MASK_SECRETS = env_bool("HERMES_ADMIN_MASK_SECRETS")
 # Days a deleted session stays in the trash (restorable) before `manage.py purge_trash` removes it.
 HERMES_TRASH_RETENTION_DAYS = env_float("HERMES_ADMIN_TRASH_RETENTION_DAYS", 30)
+# After a verified JSONL import, move sessions/<id>.jsonl into <data>/archive/jsonl/
+# (issue 4). Off by default: the file then stays where Hermes left it, untouched.
+HERMES_ARCHIVE_IMPORTED_JSONL = env_bool("HERMES_ADMIN_ARCHIVE_IMPORTED_JSONL")
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
 HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 

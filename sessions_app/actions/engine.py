@@ -207,9 +207,11 @@ class Applier:
         if not problem:
             outcome.reason = action.after_verify(plan)
 
-    def audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int) -> None:
-        """Record one AuditEvent for ``store`` (multi-store actions call it per store)."""
-        self._audit(store, plan, outcome, duration_ms)
+    def audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int,
+              event: AuditEvent | None = None) -> AuditEvent:
+        """Create (or, given ``event``, complete) an AuditEvent for ``store``; multi-store
+        actions record one per store they write, before the write and after it."""
+        return self._audit(store, plan, outcome, duration_ms, event=event)
 
     def _audit(self, store: Store, plan: Plan, outcome: Outcome, duration_ms: int,
                event: AuditEvent | None = None) -> AuditEvent:

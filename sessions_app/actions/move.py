@@ -20,8 +20,8 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
 2. back up both stores (once per store per run, ground rule 4);
 3. one ``BEGIN IMMEDIATE`` transaction on the target: prompt rows referenced by the
    sessions (``system_prompts``), the session rows (parents first), every message
-   row (inactive and compacted ones too; ``id``, ``display_order`` and
-   ``display_identity`` are the target's own), the usage rows. A parent the target
+   row (inactive and compacted ones too; ``id`` and ``display_order`` are the
+   target's own), the usage rows. A parent the target
    lacks is dropped; a clashing title gets `` (<last 12 chars of id>)``; columns the
    target lacks are skipped and named in the plan. Audited for the target store;
 4. the copy is verified against the source, value for value;
@@ -60,7 +60,9 @@ from .base import Action, Change, Changed, one
 from .rowcopy import copy_rows, fingerprint
 
 UNIT_CAP = 500  # sessions moved together at most
-NOT_COPIED = ("id", "display_order", "display_identity")  # messages columns the target computes itself
+# Messages columns the target computes itself (upstream import_moved_session, reference
+# 6.1): the insert trigger derives display_order from the copied display_identity.
+NOT_COPIED = ("id", "display_order")
 OWNER_COLUMNS = ("id", "parent_session_id", "session_key", "profile_name", "title")
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -361,6 +363,29 @@ class MoveToOwnerStore(Action):
                 changes.append(Change("move", "file", {"path": f"sessions/{name}"}, before=ctx.store.key, after=target))
         return changes
 
+    def validate(self, store, plan):
+        """A plan may only move this session (and its planned unit) into a sibling profile."""
+        p = plan.params
+        target = sibling_store(store, str(p.get("target_profile", "")).split("@")[0])
+        if target is None or str(target.path) != p.get("target_path"):
+            raise ValueError("the target must be another profile of this store's root")
+        if Path(target.path).resolve() == Path(store.path).resolve():
+            raise ValueError("the target is this very store")
+        members = p.get("members") or []
+        if not members or members[0] != plan.session_id:
+            raise ValueError("the moved unit must start with the plan's session")
+        named = set(p.get("finish", [])) | set(p.get("titles", {})) | set(p.get("owners", {})) | set(p.get("files", {}))
+        if not named <= set(members):
+            raise ValueError("the plan names sessions outside the moved unit")
+        if any(v != target.profile.name for v in p.get("owners", {}).values()):
+            raise ValueError("the owner written must be the target profile")
+        for sid, names in p.get("files", {}).items():
+            if any(session_id_of(n)[0] != sid or "/" in n for n in names):
+                raise ValueError("the plan names files of another session")
+
+    def liveness_ids(self, plan):
+        return list(plan.params.get("members") or [plan.session_id])
+
     # ------------------------------------------------------------------ guards
 
     def state(self, conn, caps, plan):
@@ -402,6 +427,13 @@ class MoveToOwnerStore(Action):
         target = sibling_store(store, p["target_profile"].split("@")[0])
         if target is None or str(target.path) != p["target_path"]:
             raise Changed(f"profile {p['target_profile']} is gone")
+        from .engine import _identity, store_hazard  # the engine imports this module
+
+        for each in (store, target):
+            hazard = store_hazard(each)
+            if hazard:
+                outcome.reason, outcome.refused = f"{each.key}: {hazard}", True
+                return
         now = time.time()
         with store.read() as conn:
             caps = store.capabilities(conn)
@@ -415,21 +447,28 @@ class MoveToOwnerStore(Action):
                 return
             if _norm(self.target_state(tconn, tcaps, plan)) != plan.guard["target"]:
                 raise Changed(f"{target.key} re-read before writing")
+        identities = {str(each.path): _identity(each.path) for each in (store, target)}
         outcome.backup = applier.backup_for(store)
         target_backup = applier.backup_for(target)
         to_copy = [sid for sid in members if sid not in finish]
         copied = 0
         if to_copy:
             started = time.monotonic()
+            # The target's own event exists before its write, completed after it.
+            event = applier.audit(target, plan, dataclasses.replace(
+                outcome, status="failed", refused=False, backup=None,
+                reason=f"copy from {store.key} started; the process ended before the outcome was recorded"), 0)
             with store.read() as src, writer(target) as dst:
                 with transaction(dst):
+                    if _identity(target.path) != identities[str(target.path)]:
+                        raise Changed(f"the store file of {target.key} was replaced")
                     if _norm(self.target_state(dst, tcaps, plan)) != plan.guard["target"]:
                         raise Changed(f"{target.key} re-read inside the write transaction")
                     copied = self._copy(src, caps, dst, tcaps, plan, to_copy)
             applier.audit(target, plan, dataclasses.replace(
                 outcome, status="applied", rows_changed=copied, backup=target_backup, refused=False,
                 reason=f"copied {len(to_copy)} session(s) from {store.key} ({copied} rows); the source copy is "
-                       "removed once the copy is verified"), int((time.monotonic() - started) * 1000))
+                       "removed once the copy is verified"), int((time.monotonic() - started) * 1000), event=event)
         with store.read() as src, target.read() as dst:
             problem = self._verify_copy(src, caps, dst, target.capabilities(dst), plan, to_copy)
         if problem:
@@ -439,6 +478,8 @@ class MoveToOwnerStore(Action):
         try:
             with writer(store) as conn:
                 with transaction(conn):
+                    if _identity(store.path) != identities[str(store.path)]:
+                        raise Changed("the store file was replaced")
                     if self._refuse(store, conn, caps, members, time.time(), outcome):
                         outcome.reason += f"; the copy in {target.key} stays, the next run finishes the move"
                         return

@@ -261,6 +261,19 @@ class ImportJsonlTranscript(Action):
                     f"(it can be imported once it has been quiet for {idle:.0f} s)")
         return ""
 
+    def validate(self, store, plan):
+        """A plan may only read this session's own ``sessions/<id>.jsonl`` and create
+        only the row ``recreate_session_row`` would."""
+        p = plan.params
+        path = jsonl_path(store, plan.session_id)
+        if path is None or str(path) != p.get("path"):
+            raise ValueError("the file must be this session's own sessions/<id>.jsonl")
+        row = p.get("session") or {}
+        if set(row) - {"id", "source", "started_at", "profile_name"} or (row and row.get("id") != plan.session_id):
+            raise ValueError("a created session row carries its id, source, start time and owner only")
+        if row.get("profile_name") not in (None, store.profile.name):
+            raise ValueError("the owner must be this store's profile")
+
     def state(self, conn, caps, plan):
         path = Path(plan.params["path"])
         a = analyse(conn, caps, plan.session_id, path)

@@ -297,3 +297,28 @@ def test_sigkill_between_the_steps_loses_nothing_and_the_next_run_finishes(aged_
     assert not exists(src, sid)
     assert message_values(dst, sid, cols) == before  # once, not twice
     assert rows(dst, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]
+
+
+def test_recovery_files_beside_the_target_refuse_the_move(aged_home):
+    src, dst = store(aged_home, "default"), store(aged_home, "ops")
+    sid = ids("default")["hostile"]
+    rekey(src, sid, "agent:ops:telegram:dm:31337")
+    (dst.path.parent / "state.db.repair-scratch").write_bytes(b"")
+    code, report = heal("--profile", "default", "--only", "owner_mismatch", "--apply", "--json")
+    [refused] = moves(report, "default")
+    assert refused["status"] == "skipped" and refused["reason"].startswith("ops: Hermes recovery files")
+    assert exists(src, sid) and not exists(dst, sid)
+
+
+def test_a_plan_naming_another_target_is_refused_at_apply(aged_home):
+    from sessions_app.actions.engine import Applier
+    src = store(aged_home, "default")
+    sid = ids("default")["hostile"]
+    rekey(src, sid, "agent:ops:telegram:dm:31337")
+    with src.read() as conn:
+        [f] = run_store_checks(src, only=["owner_mismatch"]).findings
+        plan = plan_for(src, conn, src.capabilities(conn), f)
+    plan.params["target_path"] = str(aged_home / "elsewhere" / "state.db")
+    outcome = Applier(actor_label="test").apply(src, plan)
+    assert outcome.status == "failed" and "invalid plan" in outcome.reason
+    assert exists(src, sid) and not exists(store(aged_home, "ops"), sid)

@@ -1,0 +1,180 @@
+"""Issue 4 in the browser: the migration page (plan -> apply as a job -> result with
+backup paths), repairs of the two new actions through the repair preview, the
+session's JSONL copy against the store, and colliding ids side by side. Permissions
+are checked on the server: imports need run_heal, moves delete_sessions."""
+
+import json
+import os
+import re
+import time
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core import signing
+from django.test import Client
+
+from sessions_app.models import AuditEvent, HealRun
+from sessions_app.stores import registry
+from tests.actions.conftest import age_store
+from tests.checks.helpers import damage
+from tests.conftest import ids
+
+from .test_health_pages import wait_for
+from .test_roles import ensure_roles
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DAY = 86_400
+LONG = ids("default")["long"]
+MOVED = ids("default")["hostile"]  # not routed by a gateway; a hostile title
+NEW = [{"role": "user", "content": "What did we say about the zebra?"},
+       {"role": "assistant", "content": "That the zebra test is flaky."}]
+
+
+@pytest.fixture
+def home(hermes_home, settings, tmp_path):
+    ensure_roles()
+    settings.HERMES_ADMIN_JOB_RUNNER = "thread"
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    for db in [hermes_home / "state.db", *hermes_home.glob("profiles/*/state.db")]:
+        age_store(db, 40 * DAY)
+    s = registry.get("default")
+    with s.read() as conn:
+        stored = [{"role": r, "content": c, "tool_call_id": t, "tool_calls": json.loads(k) if k else None}
+                  for r, c, t, k in conn.execute("SELECT role, content, tool_call_id, tool_calls FROM messages "
+                                                 "WHERE session_id = ? ORDER BY id", (LONG,))]
+    path = s.profile.sessions_dir / f"{LONG}.jsonl"
+    lines = [json.dumps({"role": "session_meta", "source": "cli"})] + [json.dumps(m) for m in NEW + stored]
+    path.write_text("\n".join(lines[:2] + ["{oops"] + lines[2:]) + "\n")
+    os.utime(path, (time.time() - DAY, time.time() - DAY))
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET session_key = 'agent:ops:telegram:dm:12345' WHERE id = ?", (MOVED,))
+    return hermes_home
+
+
+def client_for(role):
+    user = User.objects.create_user(role.lower(), password="pw-long-enough-" + role)
+    user.groups.add(Group.objects.get(name=role))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def text(response):
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def exists(profile, sid):
+    with registry.get(profile).read() as conn:
+        return bool(conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone())
+
+
+def test_admin_previews_and_applies_the_migration_as_a_job(home):
+    admin = client_for("Admin")
+    page = text(admin.get("/p/default/migrate/"))
+    imports = re.search(r'<table[^>]*id="imports".*?</table>', page, re.S).group(0)
+    moves = re.search(r'<table[^>]*id="moves".*?</table>', page, re.S).group(0)
+    assert LONG in imports and '<td class="num">2</td>' in imports  # two messages to import
+    assert "line 3: broken JSON" in imports
+    assert MOVED in moves and "<td>ops</td>" in moves and '<td class="num">4</td>' in moves
+    assert "<script>alert" not in page
+    token = re.search(r'name="plans" value="([^"]+)"', page).group(1)
+    response = admin.post("/p/default/migrate/", {"plans": token})
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done", run.error
+    assert run.report["summary"]["applied"] == 2 and run.report["summary"]["failed"] == 0, run.report
+    result = text(admin.get(f"/runs/{run.pk}/"))
+    assert "backup-path" in result and "import_jsonl_transcript" in result and "move_to_owner_store" in result
+    assert "backup of ops:" in result  # the target store's backup too
+    assert not exists("default", MOVED) and exists("ops", MOVED)
+    with registry.get("default").read() as conn:
+        first = conn.execute("SELECT content FROM messages WHERE session_id = ? AND active = 1 ORDER BY id LIMIT 1",
+                             (LONG,)).fetchone()
+    assert first == (NEW[0]["content"],)
+    assert {e.profile for e in AuditEvent.objects.filter(action="move_to_owner_store")} == {"default", "ops"}
+    assert "No JSONL transcript holds messages" in text(admin.get("/p/default/migrate/"))
+
+
+def test_operator_imports_but_cannot_move(home):
+    operator = client_for("Operator")
+    page = text(operator.get("/p/default/migrate/"))
+    assert "needs the <em>delete sessions</em> permission" in page and "Apply 1 plan" in page
+    token = re.search(r'name="plans" value="([^"]+)"', page).group(1)
+    assert [p["action"] for p in signing.loads(token, salt="migration-plans")] == ["import_jsonl_transcript"]
+    # a move plan, correctly signed, is still refused on the server
+    admin_page = text(client_for("Admin").get("/p/default/migrate/"))
+    both = re.search(r'name="plans" value="([^"]+)"', admin_page).group(1)
+    assert operator.post("/p/default/migrate/", {"plans": both}).status_code == 403
+    assert not HealRun.objects.exists()
+    response = operator.post("/p/default/migrate/", {"plans": token})
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done" and run.report["summary"]["applied"] == 1
+    assert exists("default", MOVED) and not exists("ops", MOVED)
+
+
+def test_auditor_sees_the_plan_but_cannot_apply(home):
+    auditor = client_for("Auditor")
+    page = text(auditor.get("/p/default/migrate/"))
+    assert LONG in page and 'name="plans"' not in page
+    admin_page = text(client_for("Admin").get("/p/default/migrate/"))
+    token = re.search(r'name="plans" value="([^"]+)"', admin_page).group(1)
+    assert auditor.post("/p/default/migrate/", {"plans": token}).status_code == 403
+    assert not HealRun.objects.exists()
+
+
+def test_a_move_through_the_repair_preview_needs_the_delete_permission(home):
+    url = f"/p/default/s/{MOVED}/repair/?check=owner_mismatch"
+    operator, admin = client_for("Operator"), client_for("Admin")
+    page = text(operator.get(url))
+    assert "move_to_owner_store" in page and "needs the <em>delete sessions</em> permission" in page
+    assert 'name="plan"' not in page
+    page = text(admin.get(url))
+    token = re.search(r'name="plan" value="([^"]+)"', page).group(1)
+    apply = f"/p/default/s/{MOVED}/repair/apply/"
+    assert operator.post(apply, {"plan": token, "check": "owner_mismatch"}).status_code == 403
+    response = admin.post(apply, {"plan": token, "check": "owner_mismatch"})
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done" and run.report["summary"]["applied"] == 1, run.report
+    assert exists("ops", MOVED) and not exists("default", MOVED)
+
+
+def test_an_import_through_the_repair_preview(home):
+    operator = client_for("Operator")
+    page = text(operator.get(f"/p/default/s/{LONG}/repair/?check=transcript_on_disk_only"))
+    assert "import_jsonl_transcript" in page and "bad line(s) are not imported: line 3: broken JSON" in page
+    token = re.search(r'name="plan" value="([^"]+)"', page).group(1)
+    response = operator.post(f"/p/default/s/{LONG}/repair/apply/", {"plan": token, "check": "transcript_on_disk_only"})
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done" and run.report["summary"]["applied"] == 1, run.report
+    assert run.report["profiles"][0]["findings"] == []
+
+
+def test_the_session_page_links_its_jsonl_copy_and_shows_the_differences(home):
+    operator, auditor = client_for("Operator"), client_for("Auditor")
+    detail = text(operator.get(f"/p/default/s/{LONG}/"))
+    assert f"sessions/{LONG}.jsonl" in detail and f"/p/default/s/{LONG}/jsonl/" in detail
+    page = text(operator.get(f"/p/default/s/{LONG}/jsonl/"))
+    assert "2 messages of the file are missing from the store" in page
+    assert re.search(r'id="bad-lines">\s*<li>line 3: broken JSON</li>', page)
+    missing = re.findall(r'<tr class="diff-missing">.*?</tr>', page, re.S)
+    assert len(missing) == 2 and "zebra" in missing[0]
+    assert page.count('class="diff-matched"') == 60
+    assert auditor.get(f"/p/default/s/{LONG}/jsonl/").status_code == 403
+    assert operator.get(f"/p/default/s/{MOVED}/jsonl/").status_code == 404
+    assert operator.get("/p/default/s/..%2F..%2Fconfig/jsonl/").status_code == 404
+
+
+def test_colliding_ids_are_shown_side_by_side_and_never_merged(home):
+    sid = ids("default")["cli_main"]
+    with damage(registry.get("ops")) as db:
+        db.execute("INSERT INTO sessions (id, source, started_at, title) VALUES (?, 'cli', 1.7e9, 'A different one')", (sid,))
+        db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', 'hello from ops', 1.7e9)", (sid,))
+    operator, auditor = client_for("Operator"), client_for("Auditor")
+    detail = text(operator.get(f"/p/default/s/{sid}/"))
+    assert "The same id is also in ops" in detail and f"/p/default/s/{sid}/collision/" in detail
+    page = text(operator.get(f"/p/default/s/{sid}/collision/"))
+    assert "Fix the flaky build" in page and "A different one" in page and "hello from ops" in page
+    assert page.count('<section class="copy') == 2
+    quiet = text(auditor.get(f"/p/default/s/{sid}/collision/"))
+    assert "A different one" in quiet and "hello from ops" not in quiet
