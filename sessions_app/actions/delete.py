@@ -56,6 +56,7 @@ from ..stores.lineage import Lineage
 from ..stores.schema import Capabilities
 from ..stores.store import Store
 from ..stores.writer import StoreBusy, transaction, writer
+from .engine import store_hazard
 
 DELETE_ACTION = "delete_session"
 RESTORE_ACTION = "restore_session"
@@ -86,6 +87,24 @@ class Refused(Exception):
 
 class Mismatch(Exception):
     """Rows deleted differ from rows exported; the transaction is rolled back."""
+
+
+STARTED = "started; the process ended before the outcome was recorded"
+
+
+def _identity(path) -> tuple:
+    st = os.stat(path)  # stat opens no descriptor (ground rule 5)
+    return (st.st_dev, st.st_ino)
+
+
+def _safe_to_write(store: Store, identity: tuple | None = None) -> None:
+    """Refuse when Hermes itself would not write (split WAL generation, recovery
+    files, unreadable store) or when the file is no longer the one backed up."""
+    hazard = store_hazard(store)
+    if hazard:
+        raise Refused(hazard)
+    if identity is not None and _identity(store.path) != identity:
+        raise Refused("the store file was replaced since it was backed up; nothing written")
 
 
 # --------------------------------------------------------------------------- reading
@@ -481,6 +500,10 @@ class Deleter:
         lineage = bool(item.get("lineage"))
         expected = item.get("fingerprint") or {}
         outcome = Outcome("refused")
+        # The event exists before anything is written: a process killed midway leaves
+        # "failed: did not finish" behind, never an unrecorded deletion.
+        event = self._audit(DELETE_ACTION, store, Outcome("failed", STARTED), session_id,
+                            list((expected.get("targets") or [session_id])), 0)
         try:
             self._delete(store, session_id, lineage, expected, override, may_override, outcome)
         except Refused as exc:
@@ -498,7 +521,7 @@ class Deleter:
             outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
         self._audit(DELETE_ACTION, store, outcome, session_id,
                     outcome.plan.target_ids if outcome.plan and outcome.plan.exists else [session_id],
-                    int((time.monotonic() - started) * 1000))
+                    int((time.monotonic() - started) * 1000), event=event)
         return outcome
 
     def _decide(self, plan: DeletePlan, session_id: str, override: str | None, may_override: bool) -> bool:
@@ -532,12 +555,15 @@ class Deleter:
             raise Refused(f"changed since the confirmation ({describe_change(expected, plan.fingerprint)}); "
                           "nothing deleted, look at the evidence again")
         outcome.override = self._decide(plan, session_id, override, may_override)
+        _safe_to_write(store)
+        identity = _identity(store.path)
         outcome.backup = self._backup(store)
         entry = trash.new_entry(store.key, session_id, store_path=str(store.path), session_id=session_id,
                                 lineage=lineage, actor=self.actor_label)
         try:
             with writer(store) as conn:
                 with transaction(conn):
+                    _safe_to_write(store, identity)
                     caps = store.capabilities(conn)
                     fresh = build_plan(store, conn, caps, session_id, lineage, time.time())
                     outcome.plan = fresh
@@ -663,6 +689,8 @@ class Deleter:
         started = time.monotonic()
         outcome = Outcome("refused", entry=entry)
         targets = list(entry.manifest.get("targets") or [])
+        event = self._audit(RESTORE_ACTION, store, Outcome("failed", STARTED, entry=entry),
+                            entry.manifest.get("session_id", ""), targets, 0, entry=entry)
         try:
             self._restore(store, entry, targets, outcome)
         except Refused as exc:
@@ -679,7 +707,7 @@ class Deleter:
             log.exception("unexpected error in %s", store)
             outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
         self._audit(RESTORE_ACTION, store, outcome, entry.manifest.get("session_id", ""), targets,
-                    int((time.monotonic() - started) * 1000), entry=entry)
+                    int((time.monotonic() - started) * 1000), entry=entry, event=event)
         return outcome
 
     def _restore(self, store, entry, targets, outcome: Outcome) -> None:
@@ -697,12 +725,15 @@ class Deleter:
             raise Refused("the entry's rows are missing")
         with store.read() as conn:
             self._restore_conflicts(conn, entry, targets)
+        _safe_to_write(store)
+        identity = _identity(store.path)
         outcome.backup = self._backup(store)
         report: dict = {}
         with writer(store) as conn:
             conn.execute("ATTACH DATABASE ? AS trash", (str(entry.rows_path),))
             try:
                 with transaction(conn):
+                    _safe_to_write(store, identity)
                     caps = store.capabilities(conn)
                     self._restore_conflicts(conn, entry, targets)
                     outcome.counts, report = self._insert_back(conn, caps)
@@ -843,7 +874,8 @@ class Deleter:
     # ------------------------------------------------------------------ audit
 
     def _audit(self, action: str, store: Store | None, outcome: Outcome, session_id: str, ids: list[str],
-               duration_ms: int, entry: trash.TrashEntry | None = None) -> None:
+               duration_ms: int, entry: trash.TrashEntry | None = None, event: AuditEvent | None = None) -> AuditEvent:
+        """Create (or, given ``event``, complete) the one AuditEvent of a deletion or restore."""
         entry = entry or outcome.entry
         plan = outcome.plan.summary() if outcome.plan else {}
         plan.update({"session_id": session_id, "trash_entry": entry.id if entry else "",
@@ -852,7 +884,7 @@ class Deleter:
         if outcome.report:
             plan["report"] = outcome.report
         backup = outcome.backup if outcome.status == "applied" or outcome.rows_changed else None
-        AuditEvent.objects.create(
+        fields = dict(
             actor=self.actor,
             actor_label=self.actor_label,
             action=action,
@@ -872,6 +904,12 @@ class Deleter:
             request_address=self.request_address,
             run=self.run,
         )
+        if event is None:
+            return AuditEvent.objects.create(**fields)
+        for name, value in fields.items():
+            setattr(event, name, value)
+        event.save()
+        return event
 
 
 def _jsonable(value):

@@ -380,6 +380,20 @@ db.create_session('20260301_091000_d0d0d0', 'subagent', parent_session_id={sids[
     assert done.status == "refused" and "new delegate children: 20260301_091000_d0d0d0" in done.reason
 
 
+def test_no_deletion_while_hermes_recovery_files_lie_beside_the_store(aged_home):
+    """Hermes' own schema repair may be midway (reference 1.3): nothing is written."""
+    s = store(aged_home, "default")
+    sid = ids("default")["hostile"]
+    plan, item = confirm(s, sid)
+    scratch = s.path.parent / "state.db.repair-scratch"
+    scratch.write_bytes(b"")
+    done = deleter().delete(s, item)
+    assert done.status == "refused" and "recovery files" in done.reason
+    scratch.unlink()
+    assert deleter().delete(s, item).status == "applied"
+    assert [e.outcome for e in events()] == ["refused", "applied"]
+
+
 # --------------------------------------------------------------------------- restore refusals
 
 def test_restore_is_refused_when_the_id_was_recreated(aged_home):
