@@ -141,6 +141,12 @@ def messages_print(conn, columns, session_id) -> list:
     return fingerprint(conn, "messages", columns, "session_id = ?", (session_id,), order="id")
 
 
+def session_print(conn, session_id) -> list:
+    """What two copies of one session row must share to be the same session (the
+    title may carry a move's suffix, the owner a relabel): source and start time."""
+    return fingerprint(conn, "sessions", ["source", "started_at"], "id = ?", (session_id,))
+
+
 def session_files(store: Store, ids: set[str]) -> dict[str, list[str]]:
     """Names of the files in the source's ``sessions/`` belonging to ``ids``."""
     found: dict[str, list[str]] = {}
@@ -244,7 +250,6 @@ class MoveToOwnerStore(Action):
         status = target.readiness()
         if status is not None:
             return f"the target store ({target.key}) is {status.status}: {status.reason}"
-        p, notes, caps = plan.params, plan.params["notes"], ctx.caps
         try:
             with target.read() as tconn:
                 tcaps = target.capabilities(tconn)
@@ -257,7 +262,8 @@ class MoveToOwnerStore(Action):
         cols = message_columns(caps, tcaps)
         for m in members:
             if one(tconn, "SELECT 1 FROM sessions WHERE id = ?", (m["id"],)):
-                same = messages_print(conn, cols, m["id"]) == messages_print(tconn, cols, m["id"])
+                same = (messages_print(conn, cols, m["id"]) == messages_print(tconn, cols, m["id"])
+                        and session_print(conn, m["id"]) == session_print(tconn, m["id"]))
                 if not same:
                     return (f"id_collision: {m['id']} already exists in {target.key} with different content; "
                             "it is never overwritten or merged (compare the two copies)")

@@ -170,7 +170,8 @@ class ImportJsonlTranscript(Action):
     ``params``: ``path``, ``imported`` (lines), ``superseded`` (row ids),
     ``rows_before``, ``matched_hidden``, ``moves`` (True on schemas without
     ``active``), ``session`` (values of a row to create, or None), ``bad_lines``
-    (``[{"line", "problem"}]``), ``notes`` (plain-language remarks for the preview).
+    (``[{"line", "problem"}]``), ``other_lines`` (``session_meta`` and ``system``
+    lines, same shape), ``notes`` (plain-language remarks for the preview).
     """
 
     name = "import_jsonl_transcript"
@@ -234,6 +235,12 @@ class ImportJsonlTranscript(Action):
             notes.append(f"{len(bad)} bad line(s) are not imported: "
                          + "; ".join(f"line {b['line']}: {b['problem']}" for b in bad[:10])
                          + (" …" if len(bad) > 10 else "") + ".")
+        other = sorted(({"line": x.number, "problem": x.problem} for x in parsed.meta + parsed.skipped),
+                       key=lambda x: x["line"])
+        if other:
+            notes.append("Not messages, never imported: "
+                         + "; ".join(f"line {x['line']}: {x['problem']}" for x in other[:10])
+                         + (" …" if len(other) > 10 else "") + ".")
         calls = sum(_tool_call_entries(parsed.messages[i].data) for i in imported)
         where = ("before the store's later rows" if superseded else "after the store's rows") if rows else "into a new session"
         summary = (f"Import {len(imported)} message(s) from {path.name} {where}"
@@ -242,7 +249,7 @@ class ImportJsonlTranscript(Action):
         plan = self.new_plan(ctx, finding, summary, changes=changes, params={
             "path": str(path), "imported": [parsed.messages[i].number for i in imported], "superseded": superseded,
             "rows_before": before["rows"], "matched_hidden": a.matched_hidden, "moves": moves, "session": session,
-            "tool_calls": calls, "bad_lines": bad, "notes": notes,
+            "tool_calls": calls, "bad_lines": bad, "other_lines": other, "notes": notes,
         })
         plan.blocked = self._blocked(ctx, a, path)
         plan.guard = self.state(ctx.conn, ctx.caps, plan)

@@ -193,6 +193,8 @@ def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported(aged_
     with s.read() as conn:
         plan = plan_for(s, conn, s.capabilities(conn), f)
     assert plan.params["bad_lines"] == f.evidence["bad_lines"] and plan.params["imported"] == [2, 6]
+    assert plan.params["other_lines"] == [{"line": 1, "problem": "session_meta bookkeeping"}]
+    assert any("line 1: session_meta bookkeeping" in n for n in plan.params["notes"])
     code, report = heal("--profile", "legacy", "--only", "transcript_on_disk_only", "--apply", "--json")
     [done] = actions(report, "legacy")
     assert done["status"] == "applied" and "bad lines not imported: 3, 4, 5, 7" in done["reason"]
