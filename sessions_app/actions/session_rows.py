@@ -254,14 +254,11 @@ class CloseStaleSession(Action):
 
 
 class StampOwner(Action):
-    """Fill a NULL or blank ``profile_name`` with the store's own profile; or, for an
-    ``owner_mismatch`` of kind ``mislabelled``, relabel it from the session key.
+    """Fill a NULL or blank ``profile_name`` with the store's own profile.
 
-    Upstream stamps the store's profile when the creator passes none (reference 3.1),
-    and ``repair-profiles`` relabels a ``profile_name`` that disagrees with the
-    row's own ``agent:<ns>:`` key when that key names this very store (reference 6.1,
-    ``mislabelled``). Any other existing value is never overwritten, and a relabel
-    only replaces the exact value it was planned against.
+    Upstream stamps the store's profile when the creator passes none (reference 3.1).
+    An existing value is never overwritten (issue 4): a label that disagrees with
+    the session key (``owner_mismatch`` of kind ``mislabelled``) is reported only.
     """
 
     name = "stamp_owner"
@@ -270,18 +267,15 @@ class StampOwner(Action):
     def plan(self, ctx, finding):
         row = session_row(ctx.conn, ctx.caps, finding.session_id, ["profile_name"]) or {}
         owner = ctx.store.profile.name
-        current = row.get("profile_name")
-        relabel = finding.check == "owner_mismatch" and (finding.evidence or {}).get("kind") == "mislabelled"
-        summary = (f"Relabel profile_name from '{current}' to '{owner}': the session key belongs to this profile."
-                   if relabel else f"Set profile_name to '{owner}', this store's profile.")
         plan = self.new_plan(
-            ctx, finding, summary,
-            changes=[Change("update", "sessions", {"id": finding.session_id}, "profile_name", current, owner)],
-            params={"owner": owner, "relabel_from": current if relabel else None},
+            ctx, finding,
+            f"Set profile_name to '{owner}', this store's profile.",
+            changes=[Change("update", "sessions", {"id": finding.session_id}, "profile_name", row.get("profile_name"), owner)],
+            params={"owner": owner},
         )
         if not ctx.caps.has("sessions", "profile_name"):
             plan.blocked = "this store's schema has no profile_name column"
-        elif (current or "").strip() and not relabel:
+        elif (row.get("profile_name") or "").strip():
             plan.blocked = "the session already has an owner"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
@@ -291,14 +285,9 @@ class StampOwner(Action):
             raise ValueError("the owner must be this store's profile")
 
     def state(self, conn, caps, plan):
-        return {"row": session_row(conn, caps, plan.session_id, ["profile_name", "session_key"])}
+        return {"row": session_row(conn, caps, plan.session_id, ["profile_name"])}
 
     def write(self, conn, caps, plan):
-        if plan.params.get("relabel_from"):
-            return conn.execute(
-                "UPDATE sessions SET profile_name = ? WHERE id = ? AND profile_name = ?",
-                (plan.params["owner"], plan.session_id, plan.params["relabel_from"]),
-            ).rowcount
         return conn.execute(
             "UPDATE sessions SET profile_name = ? WHERE id = ? AND (profile_name IS NULL OR trim(profile_name) = '')",
             (plan.params["owner"], plan.session_id),
@@ -306,7 +295,7 @@ class StampOwner(Action):
 
     def verify(self, conn, caps, plan):
         row = session_row(conn, caps, plan.session_id, ["profile_name"])
-        return None if row and row.get("profile_name") == plan.params["owner"] else "profile_name is not the owner yet"
+        return None if row and row.get("profile_name") == plan.params["owner"] else "profile_name is still unset"
 
 
 class InheritRoutingIdentity(Action):

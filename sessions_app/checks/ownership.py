@@ -140,7 +140,9 @@ def owner_decision(store, profile_name: str | None, session_key: str | None) -> 
     elif by_key == own:
         if not label or label == own:
             return {"kind": "ok", "target": own, "heal": None, "detail": "", "home": str(store.profile.home)}
-        target, kind, heal = own, "mislabelled", "stamp_owner"
+        # Reported only: stamp_owner never overwrites a value (issue 4), and no
+        # relabel action exists yet (upstream repair-profiles relabels, reference 6.1).
+        target, kind, heal = own, "mislabelled", None
         detail = f"profile_name is '{profile_name}' but the session key belongs to this profile '{own}'"
     elif label and label != own:
         target, kind, heal = label, "labelled_elsewhere", "move_to_owner_store"

@@ -389,7 +389,7 @@ def test_owner_mismatch_kinds(store):
     assert (by[sids["discord_open"]].evidence["kind"], by[sids["discord_open"]].heal) == ("wrong_store", "move_to_owner_store")
     assert by[sids["discord_open"]].evidence["target_profile"] == "ops"
     assert (by[sids["slack_ended"]].evidence["kind"], by[sids["slack_ended"]].heal) == ("unclaimed_namespace", None)
-    assert (by[sids["telegram_open"]].evidence["kind"], by[sids["telegram_open"]].heal) == ("mislabelled", "stamp_owner")
+    assert (by[sids["telegram_open"]].evidence["kind"], by[sids["telegram_open"]].heal) == ("mislabelled", None)  # reported only: stamp_owner never overwrites
     assert len(report.findings) == 3
 
 
