@@ -49,6 +49,7 @@ from django.core import signing
 
 from .. import trash
 from ..checks.files import session_id_of
+from .. import audit
 from ..models import AuditEvent
 from ..stores import liveness as live_mod
 from ..stores.backup import BackupError, BackupRecord, backup_store
@@ -897,19 +898,11 @@ class Deleter:
             reason=outcome.reason,
             changes=_jsonable(outcome.changes) if outcome.status == "applied" else [],
             rows_changed=outcome.rows_changed if outcome.status == "applied" else 0,
-            backup_path=backup.path if backup else "",
-            backup_size=backup.size if backup else None,
-            backup_sha256=backup.sha256 if backup else "",
             duration_ms=duration_ms,
             request_address=self.request_address,
             run=self.run,
         )
-        if event is None:
-            return AuditEvent.objects.create(**fields)
-        for name, value in fields.items():
-            setattr(event, name, value)
-        event.save()
-        return event
+        return audit.record(event, backup=backup, **fields)
 
 
 def _jsonable(value):

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..checks.files import deleted_sidecar_holders
+from .. import audit
 from ..models import AuditEvent
 from ..stores import liveness
 from ..stores.backup import BackupError, BackupRecord, backup_store
@@ -230,19 +231,11 @@ class Applier:
             reason=outcome.reason,
             changes=normalized([c.__dict__ for c in plan.changes]) if outcome.status == "applied" else [],
             rows_changed=outcome.rows_changed,
-            backup_path=backup.path if backup else "",
-            backup_size=backup.size if backup else None,
-            backup_sha256=backup.sha256 if backup else "",
             duration_ms=duration_ms,
             request_address=self.request_address,
             run=self.run,
         )
-        if event is None:
-            return AuditEvent.objects.create(**fields)
-        for name, value in fields.items():
-            setattr(event, name, value)
-        event.save()
-        return event
+        return audit.record(event, backup=backup, **fields)
 
 
 def _identity(path) -> tuple:
