@@ -146,3 +146,30 @@ def row_dict(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> dict | N
     cur = conn.execute(sql, params)
     row = cur.fetchone()
     return dict(zip([d[0] for d in cur.description], row)) if row else None
+
+
+class ActingRun:
+    """Who acts and in which run, shared by every kind of write (repairs, deletions,
+    restores): ``actor`` (a user or None) and ``actor_label`` (user name, or command
+    and host for cron) go into every audit event, with ``run`` and
+    ``request_address``. Remembers the backup taken of each store, so a store is
+    copied once, before the first write of the run (ground rule 4).
+    """
+
+    backup_label = "run"
+
+    def __init__(self, actor=None, actor_label: str = "", run=None, request_address: str | None = None):
+        self.actor = actor
+        self.actor_label = actor_label or (actor.get_username() if actor else "system")
+        self.run = run
+        self.request_address = request_address
+        self.backups: dict = {}
+
+    def backup_for(self, store: Store):
+        """The run's backup of ``store`` (``stores.backup.BackupRecord``), taken on first use."""
+        from ..stores.backup import backup_store
+
+        key = str(store.path)
+        if key not in self.backups:
+            self.backups[key] = backup_store(store, label=self.backup_label)
+        return self.backups[key]

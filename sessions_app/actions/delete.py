@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import shutil
 import sqlite3
 import time
@@ -52,7 +51,8 @@ from ..checks.files import session_id_of
 from .. import audit
 from ..models import AuditEvent
 from ..stores import liveness as live_mod
-from ..stores.backup import BackupError, BackupRecord, backup_store
+from .base import ActingRun
+from ..stores.backup import BackupError, BackupRecord
 from ..stores.lineage import Lineage
 from ..stores.schema import Capabilities
 from ..stores.store import Store
@@ -469,23 +469,14 @@ class Outcome:
         return sum(v for v in self.counts.values() if isinstance(v, int))
 
 
-class Deleter:
+class Deleter(ActingRun):
     """Deletes and restores for one request or job: remembers backups per store,
     writes one :class:`AuditEvent` per deletion or restore."""
 
-    def __init__(self, actor=None, actor_label: str = "", run=None, request_address: str | None = None):
-        self.actor = actor
-        self.actor_label = actor_label or (actor.get_username() if actor else "system")
-        self.run = run
-        self.request_address = request_address
-        self.backups: dict[str, BackupRecord] = {}
+    backup_label = "delete"
 
     def _backup(self, store: Store) -> BackupRecord:
-        key = str(store.path)
-        if key not in self.backups:
-            # A random part keeps two backups of one store in the same second apart.
-            self.backups[key] = backup_store(store, label=f"delete-{secrets.token_hex(3)}")
-        return self.backups[key]
+        return self.backup_for(store)
 
     # ------------------------------------------------------------------ delete
 

@@ -28,10 +28,10 @@ from ..checks.files import deleted_sidecar_holders
 from .. import audit
 from ..models import AuditEvent
 from ..stores import liveness
-from ..stores.backup import BackupError, BackupRecord, backup_store
+from ..stores.backup import BackupError, BackupRecord
 from ..stores.store import Store
 from ..stores.writer import StoreBusy, transaction, writer
-from .base import Action, ActionContext, Change, Changed, Plan
+from .base import Action, ActionContext, ActingRun, Change, Changed, Plan
 from .files import RemoveLeftoverFiles
 from .move import MoveToOwnerStore
 from .rows import ClearStaleLease, HideDuplicates
@@ -99,25 +99,12 @@ class Outcome:
         }
 
 
-class Applier:
+class Applier(ActingRun):
     """Applies plans for one run; remembers which stores were backed up.
 
     ``actor`` (a user or None) and ``actor_label`` (user name, or command and host
     for cron) go into every audit event, with ``run`` and ``request_address``.
     """
-
-    def __init__(self, actor=None, actor_label: str = "", run=None, request_address: str | None = None):
-        self.actor = actor
-        self.actor_label = actor_label or (actor.get_username() if actor else "system")
-        self.run = run
-        self.request_address = request_address
-        self.backups: dict[str, BackupRecord] = {}
-
-    def backup_for(self, store: Store) -> BackupRecord:
-        key = str(store.path)
-        if key not in self.backups:
-            self.backups[key] = backup_store(store, label="run")
-        return self.backups[key]
 
     def _live(self, store, conn, caps, plan, now) -> liveness.Liveness | None:
         action = ACTIONS[plan.action]
