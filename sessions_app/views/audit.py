@@ -14,7 +14,9 @@ from django.views.decorators.http import require_GET
 
 from ..charts import health_chart
 from ..models import AuditEvent
-from .common import require_perm, store_view
+from ..secrets import mask, mask_value, masking_for
+from ..stores import registry
+from .common import require_perm
 
 PAGE_SIZE = 50
 EXPORT_FIELDS = (
@@ -79,6 +81,9 @@ def event_list(request):
         if anchor is not None:
             qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
     events = list(qs[: PAGE_SIZE + 1])
+    if masking_for(request.user):
+        for event in events:
+            event.reason = mask(event.reason)
     more = len(events) > PAGE_SIZE
     events = events[:PAGE_SIZE]
     params = request.GET.copy()
@@ -93,16 +98,25 @@ def event_list(request):
 @require_perm("view_auditevent")
 def event_detail(request, pk):
     event = get_object_or_404(AuditEvent.objects.select_related("actor", "run"), pk=pk)
+    hide = masking_for(request.user)
+    plan, changes = (mask_value(event.plan), mask_value(event.changes)) if hide else (event.plan, event.changes)
+    if hide:
+        event.reason = mask(event.reason)
     return render(request, "audit/detail.html", {
         "event": event,
-        "plan_json": json.dumps(event.plan, indent=2, ensure_ascii=False),
-        "changes_json": json.dumps(event.changes, indent=2, ensure_ascii=False),
+        "plan_json": json.dumps(plan, indent=2, ensure_ascii=False),
+        "changes_json": json.dumps(changes, indent=2, ensure_ascii=False),
     })
 
 
-def _row(event: AuditEvent) -> dict:
+def _row(event: AuditEvent, hide: bool = False) -> dict:
+    """One exported event; ``hide`` masks secrets in the texts copied from stores
+    (titles in move plans, reasons), as the pages do for the same user."""
     row = {name: getattr(event, name) for name in EXPORT_FIELDS}
     row["created_at"] = event.created_at.isoformat()
+    if hide:
+        for name in ("plan", "changes", "reason"):
+            row[name] = mask_value(row[name])
     return row
 
 
@@ -113,7 +127,8 @@ def event_export(request, fmt):
     if fmt not in ("csv", "json"):
         raise Http404("Unknown export format")
     _, qs = filtered_events(request.GET)
-    rows = (_row(e) for e in qs.iterator(chunk_size=500))
+    hide = masking_for(request.user)
+    rows = (_row(e, hide) for e in qs.iterator(chunk_size=500))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     if fmt == "csv":
         response = StreamingHttpResponse(_csv(rows), content_type="text/csv; charset=utf-8")
@@ -152,7 +167,13 @@ def _json(rows):
 
 @require_GET
 @require_perm("view_dashboard")
-@store_view
-def profile_history(request, store):
-    """Finding counts per severity over the check passes of one profile (inline SVG)."""
+def profile_history(request, profile):
+    """Finding counts per severity over the check passes of one profile (inline SVG).
+
+    Drawn from the dashboard's own records only, so it works while the store itself
+    is busy or damaged (that is when its history matters most).
+    """
+    store = registry.get(profile)
+    if store is None:
+        raise Http404("No such profile")
     return render(request, "audit/history.html", {"store": store, "chart": health_chart(store.key)})

@@ -140,3 +140,24 @@ def test_masking_setting_masks_transcripts_and_exports(admin_client, events, her
         assert "sk-ant-api03" not in body and "secret masked" in body
     mid = re.findall(r'id="m(\d+)"', html)[-1]
     assert "sk-ant-api03" not in admin_client.get(f"{url}m/{mid}/").content.decode()
+
+
+def test_auditors_get_secrets_masked_in_audit_detail_and_exports(events):
+    AuditEvent.objects.create(actor_label="cron", action="move_to_owner_store", profile="default", store_path="/",
+                              outcome="applied", reason="moved 'deploy ghp_abcdefghijklmnopqrstuvwxyz0123456789'",
+                              plan={"params": {"titles": ["ghp_abcdefghijklmnopqrstuvwxyz0123456789"]}},
+                              changes=[{"after": {"title": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}])
+    event = AuditEvent.objects.latest("id")
+    auditor = role_client("Auditor")
+    for url in (f"/audit/{event.pk}/", "/audit/?action=move_to_owner_store"):
+        html = auditor.get(url).content.decode()
+        assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in html and "secret masked" in html
+    for fmt in ("csv", "json"):
+        body = b"".join(auditor.get(f"/audit/export.{fmt}?action=move_to_owner_store").streaming_content).decode()
+        assert "ghp_abcdefghijklmnopqrstuvwxyz0123456789" not in body and "secret masked" in body
+
+
+def test_history_works_while_the_store_is_damaged(admin_client, events, hermes_home):
+    (hermes_home / "state.db").write_text("not a database any more\n" * 50)
+    html = admin_client.get("/p/default/history/").content.decode()
+    assert "<svg" in html
