@@ -12,7 +12,7 @@ from django.db.models import Sum
 
 from .models import FindingSnapshot, HealRun
 
-WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 720, 220, 44, 28, 10
+WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP, PAD_RIGHT = 720, 220, 44, 28, 10, 40
 SEVERITIES = ("critical", "warning", "info")
 MAX_POINTS = 200
 
@@ -59,7 +59,7 @@ def health_chart(profile_key: str) -> Chart:
     }
     values = {sev: [totals.get((run.pk, sev), 0) for run in runs] for sev in SEVERITIES}
     top = max(1, *(max(v) for v in values.values()))
-    plot_w = WIDTH - PAD_LEFT - 10
+    plot_w = WIDTH - PAD_LEFT - PAD_RIGHT  # room for the last time label
     plot_h = HEIGHT - PAD_BOTTOM - PAD_TOP
 
     def x_of(i: int) -> float:
@@ -68,10 +68,16 @@ def health_chart(profile_key: str) -> Chart:
     def y_of(v: int) -> float:
         return round(HEIGHT - PAD_BOTTOM - plot_h * v / top, 1)
 
-    for sev in SEVERITIES:
+    # Drawn info first, critical last: where counts coincide, the worse line stays visible.
+    for sev in reversed(SEVERITIES):
         dots = [(x_of(i), y_of(v), v) for i, v in enumerate(values[sev])]
         chart.series.append(Series(sev, " ".join(f"{x},{y}" for x, y, _ in dots), dots, values[sev][-1]))
     step = max(1, len(runs) // 6)
-    chart.x_labels = [(x_of(i), runs[i].finished_at.strftime("%m-%d %H:%M")) for i in range(0, len(runs), step)]
+    labels: list[tuple[float, str]] = []
+    for i in range(0, len(runs), step):
+        text = runs[i].finished_at.strftime("%m-%d %H:%M")
+        if not labels or labels[-1][1] != text:  # passes within one minute share a label
+            labels.append((x_of(i), text))
+    chart.x_labels = labels
     chart.y_ticks = [(y_of(v), v) for v in sorted({0, top // 2, top})]
     return chart

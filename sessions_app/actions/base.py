@@ -102,6 +102,11 @@ class Action:
         """Re-check, at apply time, that a plan (possibly sent back by a browser) only
         names what this action may touch; raises ``ValueError`` otherwise."""
 
+    # Recent activity of a session its writer has since ended does not make it
+    # live (the same rule deletion and the session page use); an action where an
+    # ended session may still be mid-handoff says True.
+    closed_activity_counts = False
+
     def liveness_ids(self, plan: Plan) -> list[str]:
         """Sessions whose liveness must be ``not_live`` before writing."""
         return [plan.session_id] if plan.session_id else []

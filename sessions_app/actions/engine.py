@@ -111,7 +111,8 @@ class Applier(ActingRun):
         if not action.needs_idle_session:
             return None
         for session_id in action.liveness_ids(plan):
-            verdict = liveness.evidence_for(store, conn, caps, session_id, now)
+            verdict = liveness.evidence_for(store, conn, caps, session_id, now,
+                                            closed_counts=action.closed_activity_counts)
             if verdict.verdict != "not_live":
                 return verdict
         return None

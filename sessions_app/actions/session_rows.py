@@ -163,6 +163,8 @@ class ReopenCompressionParent(Action):
 
     name = "reopen_compression_parent"
     heals = ("compression_without_continuation",)
+    # Ended by compression: a live agent may be creating the continuation right now.
+    closed_activity_counts = True
 
     def plan(self, ctx, finding):
         row = session_row(ctx.conn, ctx.caps, finding.session_id, ["ended_at", "end_reason"]) or {}

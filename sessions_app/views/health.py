@@ -126,7 +126,9 @@ def repair_preview(request, store, session_id):
             caps = store.capabilities(conn)
             plan = plan_for(store, conn, caps, finding)
             if plan is not None and plan.session_id:
-                verdict = liveness.evidence_for(store, conn, caps, plan.session_id, time.time())
+                action = ACTIONS[plan.action]
+                verdict = liveness.evidence_for(store, conn, caps, plan.session_id, time.time(),
+                                                closed_counts=action.closed_activity_counts)
                 live = verdict if verdict.verdict != "not_live" else None
         if plan is not None:
             token = signing.dumps(asdict(plan), salt=PLAN_SALT, compress=True)
