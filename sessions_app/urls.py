@@ -25,6 +25,7 @@ urlpatterns = [
     ),
     path("", include("sessions_app.urls_delete")),  # deletion, trash, restore (issue 5)
     path("", include("sessions_app.urls_migrate")),  # migration page, JSONL copy, id collisions (issue 4)
+    path("", include("sessions_app.urls_search")),  # full-text search in a profile (issue 7)
     # Last: a session id may contain "/" (ids come from the store, not from us), so
     # the bare session route must not shadow the longer routes above.
     path("p/<str:profile>/s/<path:session_id>/", sessions.session_detail, name="session"),

@@ -53,6 +53,7 @@ TABLE = {
     "migrate_profile": [("get", "/p/default/migrate/", "view_dashboard"), ("post", "/p/default/migrate/", "run_heal")],
     "session_jsonl": [("get", f"/p/default/s/{SID}/jsonl/", "view_transcripts")],
     "session_collision": [("get", f"/p/default/s/{SID}/collision/", "view_dashboard")],
+    "profile_search": [("get", "/p/default/search/?q=alert", "view_transcripts")],
     "session": [("get", f"/p/default/s/{SID}/", "view_dashboard")],
 }
 PUBLIC = {"login", "logout"}

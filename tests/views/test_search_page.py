@@ -1,0 +1,159 @@
+"""Full-text search across a profile (/p/<profile>/search/), on every release's store."""
+
+import re
+import sqlite3
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from sessions_app.stores.search import fts_expression, split_snippet
+from tests.conftest import PROFILES, ids
+
+pytestmark = pytest.mark.django_db
+
+
+def html_of(response) -> str:
+    return response.content.decode()
+
+
+def hits(html: str) -> list[str]:
+    return re.findall(r'<li data-message="(\d+)">', html)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_search_finds_messages_and_links_to_their_page(admin_client, hermes_home, profile):
+    """The hostile session's user message holds "alert(1)": found through the store's
+    own index, newest first, linked to the session page at that message."""
+    sid = ids(profile)["hostile"]
+    response = admin_client.get(f"/p/{profile}/search/?q=onerror")
+    assert response.status_code == 200
+    html = html_of(response)
+    found = hits(html)
+    assert found, html
+    with sqlite3.connect(f"file:{hermes_home}/{'state.db' if profile == 'default' else f'profiles/{profile}/state.db'}?mode=ro",
+                         uri=True) as conn:
+        first = conn.execute("SELECT id FROM messages WHERE session_id = ? AND role = 'user' ORDER BY id LIMIT 1",
+                             (sid,)).fetchone()[0]
+    assert str(first) in found
+    assert f'/p/{profile}/s/{sid}/?at={first}' in html
+    assert [int(i) for i in found] == sorted((int(i) for i in found), reverse=True)
+    page = admin_client.get(f"/p/{profile}/s/{sid}/?at={first}")
+    assert page.status_code == 200 and f'id="m{first}"' in html_of(page)
+
+
+def test_snippets_are_escaped_and_matches_marked(admin_client, hermes_home):
+    html = html_of(admin_client.get("/p/default/search/?q=alert"))
+    assert "<script>alert(1)</script>" not in html
+    assert "<img src=x onerror" not in html
+    assert "&lt;script&gt;" in html
+    assert "<mark>alert</mark>" in html
+    assert "<script>alert('title')</script>" not in html  # the session title, in the hit's link
+
+
+def test_every_word_must_match_and_syntax_is_never_passed_through(admin_client, hermes_home):
+    both = hits(html_of(admin_client.get("/p/default/search/?q=onerror+alert")))
+    one = hits(html_of(admin_client.get("/p/default/search/?q=onerror+zzznotthere")))
+    assert both and not one
+    for raw in ['"unterminated', "NEAR(a b)", "content:alert", "a AND OR", "*", "^alert", "((("]:
+        response = admin_client.get("/p/default/search/", {"q": raw})
+        assert response.status_code == 200, raw
+
+
+def test_prefix_and_phrase(admin_client, hermes_home):
+    assert hits(html_of(admin_client.get("/p/default/search/?q=onerr*")))
+    assert not hits(html_of(admin_client.get("/p/default/search/?q=onerr")))
+    assert hits(html_of(admin_client.get('/p/default/search/', {"q": '"src x onerror"'})))
+
+
+def test_pages_older_matches_by_message_id(admin_client, hermes_home):
+    """Every fixture store has the 60-message 'long' session: page 20 at a time."""
+    first = html_of(admin_client.get("/p/default/search/?q=answer*&size=20"))
+    page1 = hits(first)
+    older = re.search(r'href="\?q=answer%2A&amp;size=20&amp;before=(\d+)"', first)
+    if older is None:
+        pytest.skip("fewer than 21 matches in this fixture")
+    page2 = hits(html_of(admin_client.get(f"/p/default/search/?q=answer*&size=20&before={older.group(1)}")))
+    assert page2 and max(map(int, page2)) < min(map(int, page1))
+
+
+def test_no_query_shows_the_form_only(admin_client, hermes_home):
+    response = admin_client.get("/p/default/search/")
+    assert response.status_code == 200
+    assert 'name="q"' in html_of(response) and not hits(html_of(response))
+    assert "Type at least one word" in html_of(admin_client.get("/p/default/search/?q=%22%22+***"))
+
+
+def test_store_without_an_index_says_so(admin_client, hermes_home):
+    db = hermes_home / "profiles" / "legacy" / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TABLE messages_fts")
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                "AND name LIKE 'messages_fts\\_%' ESCAPE '\\' AND name NOT LIKE '%trigram%'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.commit()
+    conn.close()
+    response = admin_client.get("/p/legacy/search/?q=alert")
+    assert response.status_code == 200
+    assert 'data-problem="no_index"' in html_of(response)
+
+
+def test_damaged_index_is_reported_on_the_page_not_as_a_traceback(admin_client, hermes_home):
+    db = hermes_home / "state.db"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    page = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'messages_fts_data'").fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(db, "r+b") as fh:  # a private test copy nothing holds open (cf. test_store_level)
+        fh.seek((page - 1) * size)
+        fh.write(b"\xff" * size)
+    response = admin_client.get("/p/default/search/?q=alert")
+    assert response.status_code == 503
+    html = html_of(response)
+    assert 'data-problem="damaged"' in html
+    assert admin_client.get(f"/p/default/s/{ids('default')['cli_main']}/").status_code == 200
+
+
+def test_search_needs_the_transcript_permission(hermes_home):
+    import importlib
+
+    from django.apps import apps
+    importlib.import_module("sessions_app.migrations.0003_roles").create_roles(apps, None)
+    anonymous = Client()
+    assert anonymous.get("/p/default/search/?q=alert").status_code == 302
+    for role, expected in (("Auditor", 403), ("Operator", 200)):
+        user = User.objects.create_user(role.lower(), password="pw-long-enough-" + role)
+        user.groups.add(Group.objects.get(name=role))
+        client = Client()
+        client.force_login(user)
+        assert client.get("/p/default/search/?q=alert").status_code == expected, role
+    assert anonymous.get("/p/nosuch/search/?q=x").status_code == 302
+
+
+def test_unknown_profile_is_404(admin_client, hermes_home):
+    assert admin_client.get("/p/nosuch/search/?q=x").status_code == 404
+
+
+def test_secrets_in_snippets_are_masked_when_masking_is_on(admin_client, hermes_home, settings):
+    db = hermes_home / "state.db"
+    conn = sqlite3.connect(db)
+    sid = ids("default")["cli_main"]
+    key = "sk-ant-" + "A1b2C3d4" * 5
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
+                 (sid, f"use the key {key} for the zanzibar deploy"))
+    conn.commit()
+    conn.close()
+    assert key in html_of(admin_client.get("/p/default/search/?q=zanzibar"))
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
+    assert key not in html and "secret masked" in html
+
+
+def test_expression_and_snippet_helpers():
+    assert fts_expression('deploy "a phrase" pre*') == '"deploy" "a phrase" "pre"*'
+    assert fts_expression('say "hi') == '"say" "hi"'
+    assert fts_expression('x"y') == '"x""y"'
+    with pytest.raises(ValueError):
+        fts_expression('*** "" -- ')
+    assert split_snippet("a \x02b\x03 c") == [("a ", False), ("b", True), (" c", False)]
+    assert split_snippet("\x00json:[\x02x\x03]") == [("[", False), ("x", True), ("]", False)]
