@@ -32,9 +32,9 @@ Rules mirrored from upstream (reference 8.3/8.4, 10.12-10.15):
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 
-from ..stores.transcript import parse_tool_calls
 from .base import EVIDENCE_CAP, CheckContext
 
 CHUNK = 2000
@@ -140,11 +140,11 @@ class _Walker:
         self.prev_user = None
         self._same_turn_duplicate(row, key)
         if role == "assistant":
-            calls = parse_tool_calls(row["tool_calls"])
+            calls = call_ids(row["tool_calls"])
             if self.prev_role != "assistant":
                 self._close(trailing=False)
-            for call in calls:
-                self.calls.append({"assistant_id": row["id"], "ids": call["ids"], "answered_by": None})
+            for ids in calls:
+                self.calls.append({"assistant_id": row["id"], "ids": ids, "answered_by": None})
             self.prev_role = "assistant"
             self.last = None
             return
@@ -193,6 +193,23 @@ class _Walker:
         return self.out
 
 
+def call_ids(raw) -> list[list[str]]:
+    """The ids of each tool call in an assistant row's ``tool_calls`` (``id`` then
+    ``call_id``), read as ``stores.transcript.parse_tool_calls`` reads them
+    (unparseable JSON is no call, entries that are not objects are skipped) without
+    formatting the arguments for display: the walk only pairs ids."""
+    if not raw:
+        return []
+    try:
+        value = json.loads(raw)
+    except (ValueError, TypeError):
+        return []
+    if not isinstance(value, list):
+        return []
+    return [[i for i in (entry.get("id"), entry.get("call_id")) if isinstance(i, str) and i]
+            for entry in value if isinstance(entry, dict)]
+
+
 def _pmids_compatible(a, b) -> bool:
     """Two rows with different platform message ids are two real messages."""
     return a in (None, "") or b in (None, "") or a == b
@@ -218,29 +235,58 @@ def _select(ctx: CheckContext) -> str:
     )
 
 
+def _as_dict(row) -> dict:
+    mid, sid, role, call_id, calls, pmid, ts, ts_type, length, head, summary, observed = row
+    head = bytes(head) if head is not None else b""
+    is_summary = bool(summary) or head.startswith(SUMMARY_PREFIXES)
+    return {
+        "id": mid, "session_id": sid, "role": role, "tool_call_id": call_id, "tool_calls": calls,
+        "pmid": pmid, "timestamp": ts, "ts_type": ts_type, "summary": is_summary,
+        "observed": bool(observed), "key": _row_key(role, call_id, calls, length, head),
+    }
+
+
 def iter_active_rows(ctx: CheckContext):
-    """Active rows as dicts, ordered by (session_id, id), fetched in keyset chunks."""
+    """Active rows as dicts, ordered by (session_id, id), fetched in keyset chunks.
+
+    Without an index starting with ``(session_id, id)`` (every release up to 0.19.0,
+    docs/store-notes.md note 6), SQLite sorts a session's rows for each query that
+    starts inside it, so keyset chunks through one 300,000-row session re-sorted its
+    remainder 150 times (quadratic; most of a full pass on a 1 M-message store,
+    docs/benchmarks.md). There, the last session of a full chunk is finished in one
+    sorted query stepped row by row (memory: one row in Python, SQLite's sorter
+    spills to disk), and the next chunk starts after that session: every session is
+    sorted exactly once.
+    """
     base = _select(ctx) + f" WHERE {ctx.active()}"
     where, params = ctx.session_filter("session_id")
     base += where
-    cursor: tuple | None = None
+    indexed = ctx.caps.has_index("messages", "session_id", "id")
+    if ctx.session_id is not None and not indexed:  # one session: sort it once, step through it
+        for row in ctx.conn.execute(base + " ORDER BY id", params):
+            yield _as_dict(row)
+        return
+    cursor: tuple | None = None  # (session_id, id): resume inside a session (indexed stores)
+    after: str | None = None  # resume after this session (its rows are all out)
     while True:
-        if cursor is None:
-            sql, args = base + " ORDER BY session_id, id LIMIT ?", (*params, CHUNK)
-        else:
+        if cursor is not None:
             sql, args = base + " AND (session_id, id) > (?, ?) ORDER BY session_id, id LIMIT ?", (*params, *cursor, CHUNK)
+        elif after is not None:
+            sql, args = base + " AND session_id > ? ORDER BY session_id, id LIMIT ?", (*params, after, CHUNK)
+        else:
+            sql, args = base + " ORDER BY session_id, id LIMIT ?", (*params, CHUNK)
         rows = ctx.conn.execute(sql, args).fetchall()
-        if not rows:
+        for row in rows:
+            yield _as_dict(row)
+        if len(rows) < CHUNK:
             return
-        for (mid, sid, role, call_id, calls, pmid, ts, ts_type, length, head, summary, observed) in rows:
-            head = bytes(head) if head is not None else b""
-            is_summary = bool(summary) or head.startswith(SUMMARY_PREFIXES)
-            yield {
-                "id": mid, "session_id": sid, "role": role, "tool_call_id": call_id, "tool_calls": calls,
-                "pmid": pmid, "timestamp": ts, "ts_type": ts_type, "summary": is_summary,
-                "observed": bool(observed), "key": _row_key(role, call_id, calls, length, head),
-            }
-        cursor = (rows[-1][1], rows[-1][0])
+        sid, last = rows[-1][1], rows[-1][0]
+        if indexed:
+            cursor = (sid, last)
+            continue
+        for row in ctx.conn.execute(base + " AND session_id = ? AND id > ? ORDER BY id", (*params, sid, last)):
+            yield _as_dict(row)
+        after = sid
 
 
 def walk(ctx: CheckContext) -> dict[str, SessionWalk]:

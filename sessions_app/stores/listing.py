@@ -18,7 +18,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError
-from django.db.models import FloatField, Max, OuterRef, Q, Subquery, Value
+from django.db.models import FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
@@ -82,13 +82,14 @@ def _number(column: str) -> RawSQL:
 def _activity(store: Store, caps):
     if caps.has("sessions", "last_activity_at"):
         return Coalesce(_number("last_activity_at"), _number("started_at"), Value(0.0), output_field=FloatField())
+    # ORDER BY timestamp DESC LIMIT 1 (the same value as MAX) is one seek in
+    # idx_messages_session (session_id, timestamp); MAX(...) GROUP BY session_id made
+    # SQLite read every index entry of every session (docs/benchmarks.md).
     newest = (
         AgentMessage.objects.using(store.alias)
         .filter(session_id=OuterRef("pk"))
-        .order_by()
-        .values("session_id")
-        .annotate(m=Max("timestamp"))
-        .values("m")
+        .order_by("-timestamp")
+        .values("timestamp")[:1]
     )
     return Coalesce(Subquery(newest, output_field=FloatField()), _number("started_at"), Value(0.0),
                     output_field=FloatField())
@@ -167,7 +168,7 @@ def list_sessions(
             with store.read() as conn:
                 caps = store.capabilities(conn)
             qs = filtered(store, caps, filters)
-            n = qs.order_by()[: COUNT_CAP + 1].count()
+            n = qs.order_by().values("pk")[: COUNT_CAP + 1].count()  # activity only where filtered on
             capped |= n > COUNT_CAP
             count += min(n, COUNT_CAP)
             columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]

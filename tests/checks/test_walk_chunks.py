@@ -1,0 +1,75 @@
+"""The transcript walk's chunking: every active row once, in (session_id, id) order,
+whatever the chunk size and whether the store has a (session_id, id) index."""
+
+import time
+
+import pytest
+
+from sessions_app.checks import walk
+from sessions_app.checks.base import CheckContext, Thresholds
+from sessions_app.stores.liveness import LiveIndex
+from tests.conftest import PROFILES, ids
+
+
+def _ctx(store, conn, session_id=None):
+    return CheckContext(store=store, conn=conn, caps=store.capabilities(conn), now=time.time(),
+                        thresholds=Thresholds(), liveness=LiveIndex(), session_id=session_id)
+
+
+def _expected(ctx, session_id=None):
+    where = " AND session_id = ?" if session_id else ""
+    return [tuple(r) for r in ctx.conn.execute(
+        f"SELECT session_id, id FROM messages WHERE {ctx.active()}{where} ORDER BY session_id, id",
+        (session_id,) if session_id else ()).fetchall()]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("chunk", [1, 2, 7, 2000])
+def test_walk_yields_every_active_row_once_in_order(store, monkeypatch, profile, chunk):
+    monkeypatch.setattr(walk, "CHUNK", chunk)
+    s = store(profile)
+    with s.read() as conn:
+        ctx = _ctx(s, conn)
+        got = [(r["session_id"], r["id"]) for r in walk.iter_active_rows(ctx)]
+        assert got == _expected(ctx)
+        long_session = ids(profile)["long"]
+        scoped = _ctx(s, conn, long_session)
+        got = [(r["session_id"], r["id"]) for r in walk.iter_active_rows(scoped)]
+        assert got == _expected(scoped, long_session) and len(got) == 60
+
+
+def test_release_store_finishes_a_session_in_one_sorted_query(store, monkeypatch):
+    """0.19.0 has no (session_id, id) index: a query starting inside a session
+    re-sorts its remainder, so a session is never resumed by a keyset chunk there."""
+    monkeypatch.setattr(walk, "CHUNK", 7)
+    s = store("default")
+    statements = []
+    with s.read() as conn:
+        assert not s.capabilities(conn).has_index("messages", "session_id", "id")
+        conn.set_trace_callback(statements.append)
+        rows = list(walk.iter_active_rows(_ctx(s, conn)))
+    assert rows
+    assert not any("(session_id, id) >" in sql for sql in statements)
+    resumed = [sql for sql in statements if "session_id = '" in sql and "ORDER BY id" in sql]
+    assert resumed  # the last session of each full chunk, finished in one query
+
+
+def test_findings_do_not_depend_on_the_chunk_size(store, monkeypatch):
+    from sessions_app.checks import run_store_checks
+
+    s = store("default")
+    now = time.time()
+    baseline = [f.to_dict() for f in run_store_checks(s, now=now).findings]
+    monkeypatch.setattr(walk, "CHUNK", 3)
+    assert [f.to_dict() for f in run_store_checks(s, now=now).findings] == baseline
+
+
+@pytest.mark.parametrize("raw", [
+    None, "", "not json", "{}", "[]", '[1, "x", null]',
+    '[{"id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{\\"a\\": 1}"}}]',
+    '[{"id": "fc_1", "call_id": "call_9", "name": "t", "arguments": {"a": 1}}, {"call_id": "c2"}, {"id": ""}]',
+])
+def test_call_ids_read_tool_calls_as_the_transcript_does(raw):
+    from sessions_app.stores.transcript import parse_tool_calls
+
+    assert walk.call_ids(raw) == [c["ids"] for c in parse_tool_calls(raw)]
