@@ -10,7 +10,7 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..checks import run_store_checks
+from ..checks import Finding, run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..forms import SessionFilterForm
 from ..health import latest
@@ -25,6 +25,10 @@ from .common import require_perm, store_view
 CURSOR_SALT = "sessions-list-cursor"
 PAGE_SIZES = (25, 50, 100, 200)
 TRANSCRIPT_SIZES = (50, 100, 200, 500)
+# A session's own checks read every row of it (seconds for 300,000 rows): above this
+# many rows the session page shows the latest pass's findings unless asked to check
+# now (docs/benchmarks.md).
+LIVE_CHECK_ROWS = COUNT_CAP
 
 
 def _int(value, default=None):
@@ -155,7 +159,14 @@ def session_detail(request, store, session_id):
             if not system_prompt and session.get("system_prompt_hash") and caps.has_table("system_prompts"):
                 found = conn.execute("SELECT prompt FROM system_prompts WHERE hash = ?", (session["system_prompt_hash"],)).fetchone()
                 system_prompt = found[0] if found else None
-    findings = run_store_checks(store, session_id=session_id).findings
+        huge = page.total_capped if page is not None else transcript.count() > LIVE_CHECK_ROWS
+    findings_run, stored = None, huge and request.GET.get("recheck") != "1"
+    if stored:
+        health = latest([store.key])[store.key]
+        findings_run = health.run
+        findings = [Finding(**f) for f in health.by_session().get(session_id, [])]
+    else:
+        findings = run_store_checks(store, session_id=session_id).findings
     if masking_for(request.user):
         _mask_page(session, page)
         system_prompt = mask(system_prompt)
@@ -171,7 +182,7 @@ def session_detail(request, store, session_id):
         (k, v) for k, v in shown.items() if k not in KEY_FIELDS and k not in METADATA_HIDDEN and k not in USAGE_COLUMNS
     ]
     usage = [(k, session.get(k)) for k in USAGE_COLUMNS if session and k in session]
-    nav = _query_without(request, "after", "before", "at")
+    nav = _query_without(request, "after", "before", "at", "recheck")
     context = {
         "store": store,
         "session_id": session_id,
@@ -194,6 +205,9 @@ def session_detail(request, store, session_id):
         "sizes": TRANSCRIPT_SIZES,
         "findings": [(f, CHECKS.get(f.check)) for f in findings],
         "markers": message_markers(findings),
+        "findings_stored": stored,
+        "findings_run": findings_run,
+        "live_check_rows": LIVE_CHECK_ROWS,
     }
     return render(request, "sessions/detail.html", context)
 
