@@ -19,7 +19,9 @@ transaction committed, ``restored`` after a restore; when the deletion does not
 happen the entry is removed. A ``pending`` entry left by an interruption after
 the store committed can still be restored (its sessions are then absent). Entries older than the retention
 (``HERMES_TRASH_RETENTION_DAYS``) are removed by ``manage.py purge_trash``, as
-are the leftover-file folders ``trash/files/<stamp>/`` of ``remove_leftover_files``.
+are the leftover-file folders ``trash/files/<stamp>/`` of ``remove_leftover_files``;
+a ``pending`` entry only once it is also older than ``PENDING_GRACE_DAYS``, so
+``--older-than 0`` never removes the entry of a deletion that is still running.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ FILES = "files"
 ENTRY_RE = re.compile(r"^\d{8}-\d{6}-[A-Za-z0-9_.@-]{1,160}$")
 STAMP_RE = re.compile(r"^(\d{8}-\d{6})")
 DEFAULT_RETENTION_DAYS = 30.0
+# A pending entry younger than this may belong to a deletion still running (they
+# take seconds): never purged, whatever the retention asked for.
+PENDING_GRACE_DAYS = 1.0
 
 
 def trash_root() -> Path:
@@ -241,16 +246,18 @@ def _stamp_time(name: str) -> float | None:
 
 
 def expired(now: float | None = None, older_than_days: float | None = None) -> list[Purged]:
-    """What a purge removes: entries (and leftover-file folders) older than the retention."""
+    """What a purge removes: entries (and leftover-file folders) older than the retention;
+    ``pending`` entries only when also older than :data:`PENDING_GRACE_DAYS`."""
     now = time.time() if now is None else now
     days = retention_days() if older_than_days is None else float(older_than_days)
     limit = now - days * 86400
+    pending_limit = min(limit, now - PENDING_GRACE_DAYS * 86400)
     found: list[Purged] = []
     for entry in list_entries():
-        # A pending entry older than the retention belongs to a deletion that was
-        # interrupted long ago (a running one is minutes old): it goes too.
+        # A pending entry past the grace belongs to a deletion interrupted long ago
+        # (a running one is seconds old): it goes with the others.
         start = entry.deleted_at
-        if start is not None and start <= limit:
+        if start is not None and start <= (pending_limit if entry.state == "pending" else limit):
             found.append(Purged("entry", str(entry.path), entry.profile, (now - start) / 86400, entry.state,
                                 tuple(entry.manifest.get("targets", ()))))
     files_root = trash_root() / "files"
@@ -265,10 +272,17 @@ def expired(now: float | None = None, older_than_days: float | None = None) -> l
     return found
 
 
-def purge(now: float | None = None, older_than_days: float | None = None, dry_run: bool = False) -> list[Purged]:
-    """Remove what :func:`expired` lists (unless ``dry_run``); returns it."""
+def purge(now: float | None = None, older_than_days: float | None = None, dry_run: bool = False,
+          on_removed=None) -> list[Purged]:
+    """Remove what :func:`expired` lists (unless ``dry_run``); returns it.
+
+    ``on_removed(item)`` is called right after each removal (the command audits
+    there), so an error midway leaves every removal before it recorded.
+    """
     items = expired(now, older_than_days)
     if not dry_run:
         for item in items:
             shutil.rmtree(item.path)
+            if on_removed is not None:
+                on_removed(item)
     return items

@@ -17,9 +17,14 @@ Semantics mirror upstream ``delete_session`` (reference 5; hermes-agent 0.19.0
   ``compression_locks`` of a target; only stale ones can be left at that point)
   go; ``system_prompts`` rows referenced only by targets are collected
   (upstream collects every unreferenced prompt; we only collect the ones this
-  deletion orphaned); ``conversation_generations`` is never touched;
+  deletion orphaned), but every prompt a target references is exported, so a
+  restore never needs a prompt that a later deletion collected;
+  ``conversation_generations`` is never touched;
 - the targets' files in ``sessions/`` (``<id>.json``, ``<id>.jsonl``,
-  ``request_dump_<id>_*.json``) are moved into the trash entry, not unlinked.
+  ``request_dump_<id>_*.json``) are moved into the trash entry, not unlinked;
+- liveness (ground rule 6) is judged for the targets and for the children the
+  deletion detaches (their ``parent_session_id`` is written): a live child
+  blocks the deletion like a live target.
 
 Order of work for one deletion (``apply_delete``): re-plan read-only and compare
 the fingerprint the confirmation was signed with (targets, last message id and
@@ -28,17 +33,26 @@ maybe live: refused unless an admin typed the session id and every lease holder
 is provably dead) -> back up the store (once per run) -> ``BEGIN IMMEDIATE`` ->
 plan and judge again inside the transaction -> export every row that will go
 into the trash (committed before the store is touched) -> delete -> ``COMMIT`` ->
-move the files -> verify -> exactly one ``AuditEvent``.
+mark the trash entry ``deleted`` -> move the files -> verify -> exactly one
+``AuditEvent``. Once the store committed, the outcome is ``applied`` with the
+real row counts whatever fails afterwards (a file that would not move, the
+verify read): the reason then says "deleted, but …" (``Outcome.problems``).
 
-``restore_entry`` puts a trash entry back (same ids, same bytes), unless one of its
-session ids (or message ids, or a title) was taken meanwhile, which is reported.
+A confirmation token is good for one deletion: each item carries a nonce, the
+audit event of the deletion records it, and an item whose nonce is already in
+an applied deletion is refused (after a restore the same token does not delete
+again). The token also names the user it was issued to (checked by the views).
+
+``Deleter.restore`` puts a trash entry back (same ids, same bytes), unless one of its
+session ids (or message ids, or a title) was taken meanwhile, or an agent holds
+one of the sessions it inserts or re-attaches (live), which is reported.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
+import secrets
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -58,6 +72,8 @@ from ..stores.schema import Capabilities
 from ..stores.store import Store
 from ..stores.writer import StoreBusy, transaction, writer
 from .engine import store_hazard
+from .files import move_without_loss
+from .rowcopy import quote
 
 DELETE_ACTION = "delete_session"
 RESTORE_ACTION = "restore_session"
@@ -69,7 +85,8 @@ PARAM_CHUNK = 400
 log = logging.getLogger("sessions_app.actions.delete")
 
 # Dependent tables: (table, key column needed, where-template on the table).
-# ``{T}`` is the set of target ids, ``{P}`` the prompts to collect.
+# ``{T}`` is the set of target ids, ``{P}`` the prompts to collect, ``{R}`` every
+# prompt a target references (exported), ``{D}`` the children to detach.
 DEPENDENTS = (
     ("session_model_usage", "session_id", "session_id IN {T}"),
     ("telegram_dm_topic_bindings", "session_id", "session_id IN {T}"),
@@ -121,17 +138,17 @@ def _render(where: str, sets: dict[str, list], temp: bool) -> tuple[str, list]:
     out = where
     if temp:
         return out.format(T="(SELECT v FROM temp.targets)", P="(SELECT v FROM temp.prompts)",
-                          D="(SELECT v FROM temp.detached)"), params
+                          D="(SELECT v FROM temp.detached)", R="(SELECT v FROM temp.referenced)"), params
     # Parameters must follow textual order.
     pieces = []
     rest = out
     while True:
-        positions = [(rest.find("{" + k + "}"), k) for k in ("T", "P", "D") if rest.find("{" + k + "}") >= 0]
+        positions = [(rest.find("{" + k + "}"), k) for k in ("T", "P", "D", "R") if rest.find("{" + k + "}") >= 0]
         if not positions:
             pieces.append(rest)
             break
         pos, key = min(positions)
-        values = sets[{"T": "targets", "P": "prompts", "D": "detached"}[key]]
+        values = sets[{"T": "targets", "P": "prompts", "D": "detached", "R": "referenced"}[key]]
         pieces.append(rest[:pos] + (_ph(values) if values else "(NULL)"))
         params.extend(values)
         rest = rest[pos + 3:]
@@ -214,8 +231,11 @@ class DeletePlan:
     exists: bool = True
     targets: list[Target] = field(default_factory=list)
     detach: list[dict] = field(default_factory=list)
+    # Liveness of each child to detach (its parent link is written): id -> Liveness.
+    detach_liveness: dict[str, live_mod.Liveness] = field(default_factory=dict)
     dependents: dict[str, int] = field(default_factory=dict)
-    prompts: list[str] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)  # collected: no other session uses them
+    prompt_refs: list[str] = field(default_factory=list)  # exported: every prompt a target references
     files: list[str] = field(default_factory=list)
     verdict: str = "not_live"
     override_possible: bool = False
@@ -239,8 +259,21 @@ class DeletePlan:
         return [t for t in self.targets if t.kind == "delegate"]
 
     @property
+    def live_children(self) -> list[str]:
+        """Children to detach that an agent holds (live): they block the deletion."""
+        return [sid for sid, found in self.detach_liveness.items() if found.live]
+
+    @property
+    def detach_items(self) -> list[dict]:
+        """The children to detach with their liveness verdict (confirmation page)."""
+        return [dict(c, verdict=self.detach_liveness[c["id"]].verdict if c["id"] in self.detach_liveness
+                     else "not_live") for c in self.detach]
+
+    @property
     def evidence(self) -> list[tuple[str, live_mod.Evidence]]:
-        return [(t.id, e) for t in self.targets if t.liveness for e in t.liveness.evidence]
+        """The targets' evidence, then that of the live children to detach (the reason they block)."""
+        return ([(t.id, e) for t in self.targets if t.liveness for e in t.liveness.evidence]
+                + [(sid, e) for sid in self.live_children for e in self.detach_liveness[sid].evidence])
 
     @property
     def evidence_items(self) -> list[dict]:
@@ -253,7 +286,8 @@ class DeletePlan:
             "profile": self.profile, "session_id": self.session_id, "lineage": self.lineage,
             "targets": [{"id": t.id, "kind": t.kind, "messages": t.messages, "last_message_id": t.last_message_id,
                          "verdict": t.verdict} for t in self.targets],
-            "detach": self.detach, "dependents": self.dependents, "prompts": len(self.prompts),
+            "detach": self.detach, "live_children": self.live_children,
+            "dependents": self.dependents, "prompts": len(self.prompts),
             "files": self.files, "verdict": self.verdict,
             "evidence": [{"session_id": sid, **e.to_dict()} for sid, e in self.evidence],
         }
@@ -309,6 +343,23 @@ def _prompt_candidates(conn, caps, ids: list[str]) -> list[str]:
     return [r[0] for r in conn.execute(sql, ids * len(refs) + ids)]
 
 
+def _prompt_refs(conn, caps, ids: list[str]) -> list[str]:
+    """Every ``system_prompts`` row a target references, shared or not.
+
+    All of them go into the trash, not only the ones this deletion collects: a
+    shared prompt may be collected later by another deletion, and a restore must
+    not depend on it still being in the store (restore inserts them ``OR IGNORE``).
+    """
+    if not caps.has_table("system_prompts"):
+        return []
+    refs = [c for c in ("system_prompt_hash", "tool_names") if caps.has("sessions", c)]
+    if not refs or not ids:
+        return []
+    union = " UNION ".join(f"SELECT {c} FROM sessions WHERE id IN {_ph(ids)}" for c in refs)
+    return [r[0] for r in conn.execute(f"SELECT hash FROM system_prompts WHERE hash IN ({union}) ORDER BY hash",
+                                       ids * len(refs))]
+
+
 def _dependent_counts(conn, caps, sets) -> dict[str, int]:
     counts = {}
     for table, needed, where in DEPENDENTS:
@@ -334,15 +385,23 @@ def session_files(store: Store, ids: list[str]) -> list[str]:
     return sorted(names)
 
 
-def judge(targets: list[Target]) -> tuple[str, bool, str]:
+def judge(targets: list[Target], children: dict[str, live_mod.Liveness] | None = None) -> tuple[str, bool, str]:
     """``(verdict, override possible, why not)`` for a set of targets.
 
-    The worst verdict wins. An override is possible only for ``maybe_live``
+    The worst verdict wins. ``children`` (id -> Liveness) are the children the
+    deletion detaches: it writes their parent link, so a ``live`` one makes the
+    whole deletion ``live`` (ground rule 6); a maybe-live child does not block
+    (only its parent link changes, as upstream's own deletion does). An override
+    is possible only for ``maybe_live``
     where every lease or lock holder is provably dead and nothing else speaks for
     liveness but recent activity, or a routing entry on a store that keeps no
     gateway heartbeats (the entry goes with the session). An unreadable registry
     proves nothing either way: no override.
     """
+    live_children = [sid for sid, found in (children or {}).items() if found.live]
+    if live_children:
+        return "live", False, (f"an agent holds {', '.join(live_children)}, which this deletion would detach "
+                               "(its parent link would be cleared under a live agent)")
     verdicts = {t.verdict for t in targets}
     verdict = "live" if "live" in verdicts else "maybe_live" if "maybe_live" in verdicts else "not_live"
     if verdict != "maybe_live":
@@ -387,12 +446,15 @@ def build_plan(store: Store, conn, caps: Capabilities, session_id: str, lineage:
         node = graph.get(child["id"])
         parent = graph.parent(node) if node else None
         child["edge"] = parent["edge"] if parent else "other"
+        plan.detach_liveness[child["id"]] = live_mod.evidence_for(store, conn, caps, child["id"], now,
+                                                                  closed_counts=False)
     plan.prompts = _prompt_candidates(conn, caps, ids)
+    plan.prompt_refs = _prompt_refs(conn, caps, ids)
     plan.dependents = _dependent_counts(conn, caps, {"targets": ids, "prompts": plan.prompts})
     if plan.prompts:
         plan.dependents["system_prompts"] = len(plan.prompts)
     plan.files = session_files(store, ids)
-    plan.verdict, plan.override_possible, plan.override_blocker = judge(plan.targets)
+    plan.verdict, plan.override_possible, plan.override_blocker = judge(plan.targets, plan.detach_liveness)
     plan.fingerprint = {
         "targets": sorted(ids),
         "last": {t.id: [t.last_message_id, t.messages] for t in plan.targets},
@@ -428,9 +490,16 @@ def describe_change(before: dict, after: dict) -> str:
 
 # --------------------------------------------------------------------------- tokens
 
-def sign(items: list[dict]) -> str:
-    """A confirmation token for ``items`` ({profile, session_id, lineage, fingerprint} each)."""
-    return signing.dumps({"items": items}, salt=TOKEN_SALT, compress=True)
+class TokenMismatch(signing.BadSignature):
+    """A genuine token used by another user than the one it was issued to."""
+
+
+def sign(items: list[dict], user_id: int | None = None) -> str:
+    """A confirmation token for ``items`` ({profile, session_id, lineage, fingerprint} each),
+    issued to ``user_id``. Each item gets a fresh ``nonce``: the deletion's audit
+    event records it, so the item deletes at most once (see ``Deleter.delete``)."""
+    items = [dict(item, nonce=secrets.token_hex(12)) for item in items]
+    return signing.dumps({"items": items, "uid": user_id}, salt=TOKEN_SALT, compress=True)
 
 
 def token_item(plan: DeletePlan) -> dict:
@@ -438,20 +507,36 @@ def token_item(plan: DeletePlan) -> dict:
             "fingerprint": plan.fingerprint}
 
 
-def unsign(token: str, max_age: int = TOKEN_MAX_AGE) -> list[dict]:
-    """The items of a token; raises ``signing.SignatureExpired`` / ``BadSignature``."""
+def unsign(token: str, user_id: int | None = None, max_age: int = TOKEN_MAX_AGE) -> list[dict]:
+    """The items of a token issued to ``user_id``; raises ``signing.SignatureExpired``,
+    :class:`TokenMismatch` (another user's token) or ``BadSignature``."""
     data = signing.loads(token or "", salt=TOKEN_SALT, max_age=max_age)
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         raise signing.BadSignature("malformed confirmation")
+    if data.get("uid") != user_id:
+        raise TokenMismatch("this confirmation was issued to another user")
     return items
+
+
+def used_by(nonce: str | None) -> AuditEvent | None:
+    """The applied deletion that already used the confirmation item ``nonce``, if any."""
+    if not nonce:
+        return None
+    return AuditEvent.objects.filter(action=DELETE_ACTION, outcome="applied", plan__token_nonce=nonce).first()
 
 
 # --------------------------------------------------------------------------- applying
 
 @dataclass
 class Outcome:
-    """What one deletion or restore did. ``status``: applied | refused | failed."""
+    """What one deletion or restore did. ``status``: applied | refused | failed.
+
+    ``committed``: the store transaction committed, so rows did change: the
+    outcome is ``applied`` even when a later step failed; ``problems`` lists such
+    steps and ``reason`` then reads "deleted, but …" / "restored, but …".
+    ``done`` is the description of what the committed transaction did.
+    """
 
     status: str
     reason: str = ""
@@ -463,10 +548,24 @@ class Outcome:
     counts: dict = field(default_factory=dict)
     changes: list = field(default_factory=list)
     report: dict = field(default_factory=dict)
+    nonce: str = ""  # the confirmation item's nonce (deletions)
+    committed: bool = False
+    done: str = ""
+    problems: list = field(default_factory=list)
 
     @property
     def rows_changed(self) -> int:
         return sum(v for v in self.counts.values() if isinstance(v, int))
+
+    def settle(self, verb: str) -> None:
+        """After a commit the outcome is ``applied``, whatever failed next: a failure
+        recorded by the caller's exception handling becomes one more problem."""
+        if not self.committed:
+            return
+        if self.status != "applied" and self.reason:
+            self.problems.append(self.reason)
+        self.status = "applied"
+        self.reason = f"{verb}, but {'; '.join(self.problems)}; {self.done}" if self.problems else self.done
 
 
 class Deleter(ActingRun):
@@ -491,12 +590,19 @@ class Deleter(ActingRun):
         session_id = str(item.get("session_id", ""))
         lineage = bool(item.get("lineage"))
         expected = item.get("fingerprint") or {}
-        outcome = Outcome("refused")
+        nonce = str(item.get("nonce") or "")
+        outcome = Outcome("refused", nonce=nonce)
         # The event exists before anything is written: a process killed midway leaves
         # "failed: did not finish" behind, never an unrecorded deletion.
-        event = self._audit(DELETE_ACTION, store, Outcome("failed", STARTED), session_id,
+        event = self._audit(DELETE_ACTION, store, Outcome("failed", STARTED, nonce=nonce), session_id,
                             list((expected.get("targets") or [session_id])), 0)
         try:
+            if not nonce:
+                raise Refused("this confirmation carries no nonce (issued by an older version); confirm again")
+            used = used_by(nonce)
+            if used is not None:
+                raise Refused(f"this confirmation was already used by the deletion recorded as audit event "
+                              f"#{used.pk}; nothing deleted, confirm again")
             self._delete(store, session_id, lineage, expected, override, may_override, outcome)
         except Refused as exc:
             outcome.status, outcome.reason = "refused", str(exc)
@@ -511,6 +617,7 @@ class Deleter(ActingRun):
         except Exception as exc:  # a bug: still exactly one audit event, the traceback in the log
             log.exception("unexpected error in %s", store)
             outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
+        outcome.settle("deleted")
         self._audit(DELETE_ACTION, store, outcome, session_id,
                     outcome.plan.target_ids if outcome.plan and outcome.plan.exists else [session_id],
                     int((time.monotonic() - started) * 1000), event=event)
@@ -521,6 +628,8 @@ class Deleter(ActingRun):
         if plan.verdict == "not_live":
             return False
         reasons = "; ".join(f"{sid}: {e.source}: {e.detail}" for sid, e in plan.evidence[:4])
+        if plan.live_children:
+            raise Refused(f"{plan.override_blocker}; nothing deleted ({reasons})")
         if plan.verdict == "live":
             raise Refused(f"an agent holds this session (live), nothing deleted ({reasons})")
         if override is None or override == "":
@@ -565,50 +674,58 @@ class Deleter(ActingRun):
                                       f"({describe_change(expected, fresh.fingerprint)}); nothing deleted")
                     outcome.override = self._decide(fresh, session_id, override, may_override)
                     outcome.counts = self._export_and_delete(conn, caps, store, fresh, entry)
+                outcome.committed = True  # from here on, whatever fails: "deleted, but …" (Outcome.settle)
         except BaseException:
-            trash.discard(entry)
+            if not outcome.committed:
+                trash.discard(entry)
             raise
         plan = outcome.plan
+        outcome.entry = entry
+        outcome.counts["detached"] = len(plan.detach)
+        outcome.changes = (
+            [{"op": "delete", "table": t, "key": {"session_id": plan.target_ids}, "after": n}
+             for t, n in outcome.counts.items() if t != "detached" and n]
+            + [{"op": "update", "table": "sessions", "key": {"id": c["id"]}, "column": "parent_session_id",
+                "before": c["parent_session_id"], "after": None} for c in plan.detach])
+        outcome.done = (f"moved to the trash ({entry.id}): {len(plan.targets)} session(s), "
+                        f"{outcome.counts.get('messages', 0)} message row(s)")
+        if outcome.override:
+            outcome.done = (f"OVERRIDE of a maybe-live verdict by {self.actor_label} (typed the session id; "
+                            f"every holder provably dead); " + outcome.done)
+        # The entry says "deleted" before any file moves into it: a retry or a purge
+        # never takes it for an unfinished deletion while it holds the only copy.
         entry.update(state="deleted", deleted_at=time.time(), targets=plan.target_ids,
                      targets_info=[{"id": t.id, "kind": t.kind, "title": t.title, "source": t.source,
                                     "messages": t.messages} for t in plan.targets],
-                     detached=plan.detach, counts=outcome.counts, override=outcome.override,
+                     detached=plan.detach, counts=dict(outcome.counts), override=outcome.override,
                      backup=outcome.backup.path if outcome.backup else "")
-        outcome.entry = entry
         moved, problems = self._move_files(store, plan, entry)
-        entry.update(files=moved, file_problems=problems)
         outcome.counts["files"] = len(moved)
-        outcome.changes = (
-            [{"op": "delete", "table": t, "key": {"session_id": plan.target_ids}, "after": n}
-             for t, n in outcome.counts.items() if t != "files" and n]
-            + [{"op": "update", "table": "sessions", "key": {"id": c["id"]}, "column": "parent_session_id",
-                "before": c["parent_session_id"], "after": None} for c in plan.detach]
-            + [{"op": "move", "table": "file", "key": {"name": n}, "before": str(store.profile.sessions_dir / n),
-                "after": str(entry.files_dir / n)} for n in moved])
-        outcome.counts["detached"] = len(plan.detach)
+        outcome.changes += [{"op": "move", "table": "file", "key": {"name": n},
+                             "before": str(store.profile.sessions_dir / n), "after": str(entry.files_dir / n)}
+                            for n in moved]
+        outcome.done += f", {len(moved)} file(s)"
+        outcome.problems += problems
+        entry.update(files=moved, file_problems=problems, counts=dict(outcome.counts))
         problem = self._verify_deleted(store, plan)
-        if problem or problems:
-            outcome.status, outcome.reason = "failed", "; ".join(p for p in [problem, *problems] if p)
-        else:
-            outcome.status = "applied"
-            outcome.reason = (f"moved to the trash ({entry.id}): {len(plan.targets)} session(s), "
-                              f"{outcome.counts.get('messages', 0)} message row(s), {len(moved)} file(s)")
-            if outcome.override:
-                outcome.reason = (f"OVERRIDE of a maybe-live verdict by {self.actor_label} (typed the session id; "
-                                  f"every holder provably dead); " + outcome.reason)
+        if problem:
+            outcome.problems.append(problem)
+        outcome.status = "applied"
 
     def _export_and_delete(self, conn, caps, store, plan: DeletePlan, entry) -> dict[str, int]:
         """Inside the write transaction: export to the trash, then delete; counts per table."""
         ids = plan.target_ids
-        sets = {"targets": ids, "prompts": plan.prompts, "detached": [c["id"] for c in plan.detach]}
+        sets = {"targets": ids, "prompts": plan.prompts, "detached": [c["id"] for c in plan.detach],
+                "referenced": plan.prompt_refs}
         tables: dict[str, tuple] = {}
         tables["sessions"] = (caps.columns("sessions"), "id IN {T}")
         tables["messages"] = (caps.columns("messages"), "session_id IN {T}")
         for table, needed, where in DEPENDENTS:
             if caps.has(table, needed):
                 tables[table] = (caps.columns(table), where)
-        if plan.prompts:
-            tables["system_prompts"] = (caps.columns("system_prompts"), "hash IN {P}")
+        if plan.prompt_refs:
+            # Every prompt a target references, not only those collected (see _prompt_refs).
+            tables["system_prompts"] = (caps.columns("system_prompts"), "hash IN {R}")
         # The children the deletion detaches are touched too: their whole rows as they were.
         tables[DETACHED_ROWS] = (caps.columns("sessions"), "id IN {D}", "sessions")
         rendered = {t: (spec[0], _render(spec[1], sets, temp=True)[0], *spec[2:]) for t, spec in tables.items()}
@@ -647,21 +764,31 @@ class Deleter(ActingRun):
         detached_rows = exported.pop(DETACHED_ROWS)
         if detached_rows != len(plan.detach):
             raise Mismatch(f"exported {detached_rows} detached children, planned {len(plan.detach)}")
+        if "system_prompts" in exported:
+            # Exported: every referenced prompt; deleted: only the ones nobody else uses.
+            kept = exported.pop("system_prompts")
+            if kept != len(plan.prompt_refs) or deleted.get("system_prompts", 0) != len(plan.prompts):
+                raise Mismatch(f"system_prompts: exported {kept} of {len(plan.prompt_refs)} referenced, "
+                               f"deleted {deleted.get('system_prompts', 0)} of {len(plan.prompts)} to collect")
+            if plan.prompts:
+                exported["system_prompts"] = deleted["system_prompts"]
         for table, count in exported.items():
             if deleted.get(table) != count:
                 raise Mismatch(f"{table}: exported {count} rows, deleted {deleted.get(table)}")
         return exported
 
     def _move_files(self, store: Store, plan: DeletePlan, entry) -> tuple[list[str], list[str]]:
+        """Move the targets' files into the entry; a file that will not move stays
+        where it is (``move_without_loss``: never a lost byte, never an overwrite)."""
         folder = store.profile.sessions_dir
         moved, problems = [], []
         for name in session_files(store, plan.target_ids):
-            entry.files_dir.mkdir(exist_ok=True)
             try:
-                shutil.move(str(folder / name), str(entry.files_dir / name))
+                entry.files_dir.mkdir(exist_ok=True)
+                move_without_loss(folder / name, entry.files_dir / name)
                 moved.append(name)
             except OSError as exc:
-                problems.append(f"file {name} not moved: {exc}")
+                problems.append(f"file {name} not moved into the trash: {exc}")
         return moved, problems
 
     @staticmethod
@@ -698,6 +825,7 @@ class Deleter(ActingRun):
         except Exception as exc:  # a bug: still exactly one audit event, the traceback in the log
             log.exception("unexpected error in %s", store)
             outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
+        outcome.settle("restored")
         self._audit(RESTORE_ACTION, store, outcome, entry.manifest.get("session_id", ""), targets,
                     int((time.monotonic() - started) * 1000), entry=entry, event=event)
         return outcome
@@ -715,8 +843,11 @@ class Deleter(ActingRun):
             raise Refused("the profile's store is no longer where the session was deleted from")
         if not entry.rows_path.exists():
             raise Refused("the entry's rows are missing")
+        children = self._detached_pairs(entry)
         with store.read() as conn:
+            caps = store.capabilities(conn)
             self._restore_conflicts(conn, entry, targets)
+            self._refuse_live(store, conn, caps, targets + self._to_reattach(conn, caps, children))
         _safe_to_write(store)
         identity = _identity(store.path)
         outcome.backup = self._backup(store)
@@ -728,37 +859,81 @@ class Deleter(ActingRun):
                     _safe_to_write(store, identity)
                     caps = store.capabilities(conn)
                     self._restore_conflicts(conn, entry, targets)
+                    reattach = self._to_reattach(conn, caps, children)
                     outcome.counts, report = self._insert_back(conn, caps)
+                    # Judged again with the rows back in place (a lease on a lineage root
+                    # now covers the segments it reaches); live -> Refused, rolled back.
+                    self._refuse_live(store, conn, caps, targets + reattach)
+                outcome.committed = True  # from here on, whatever fails: "restored, but …" (Outcome.settle)
             finally:
                 conn.execute("DETACH DATABASE trash")
-        moved, kept = [], []
+        outcome.report = report
+        outcome.changes = [{"op": "insert", "table": t, "key": {"session_id": targets}, "after": n}
+                           for t, n in outcome.counts.items() if t != "reattached" and n]
+        outcome.done = (f"restored from the trash ({entry.id}): {len(targets)} session(s), "
+                        f"{outcome.counts.get('messages', 0)} message row(s)")
+        # The entry says "restored" before its files move back: a retry is refused
+        # (the sessions are in the store again) instead of inserting twice.
+        entry.update(state="restored", restored_at=time.time(), restored_by=self.actor_label, restore_report=report)
+        moved, kept, problems = [], [], []
         folder = store.profile.sessions_dir
         if entry.files_dir.is_dir():
             for name in sorted(os.listdir(entry.files_dir)):
                 if os.path.lexists(folder / name):
                     kept.append(name)
                     continue
-                folder.mkdir(exist_ok=True)
-                shutil.move(str(entry.files_dir / name), str(folder / name))
-                moved.append(name)
+                try:
+                    folder.mkdir(exist_ok=True)
+                    # A name taken since the check gets a free name: never an overwrite.
+                    moved.append(move_without_loss(entry.files_dir / name, folder / name).name)
+                except OSError as exc:
+                    problems.append(f"file {name} not moved back (still in the trash entry): {exc}")
         outcome.counts["files"] = len(moved)
+        outcome.changes += [{"op": "move", "table": "file", "key": {"name": n}, "before": str(entry.files_dir / n),
+                             "after": str(folder / n)} for n in moved]
+        outcome.problems += problems
         if kept:
             report["files_kept_in_trash"] = kept
-        outcome.report = report
-        outcome.changes = [{"op": "insert", "table": t, "key": {"session_id": targets}, "after": n}
-                           for t, n in outcome.counts.items() if t not in ("files", "reattached") and n]
-        entry.update(state="restored", restored_at=time.time(), restored_by=self.actor_label, restore_report=report,
-                     restored_files=moved)
+        entry.update(restore_report=report, restored_files=moved, restore_file_problems=problems)
         with store.read() as conn:
             present = conn.execute(f"SELECT COUNT(*) FROM sessions WHERE id IN {_ph(targets)}", targets).fetchone()[0]
         if present != len(targets):
-            outcome.status, outcome.reason = "failed", f"verify: {present} of {len(targets)} sessions present"
-            return
+            outcome.problems.append(f"verify: {present} of {len(targets)} sessions present")
         notes = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in report.items())
+        outcome.done += f", {len(moved)} file(s)" + (f"; {notes}" if notes else "")
         outcome.status = "applied"
-        outcome.reason = (f"restored from the trash ({entry.id}): {len(targets)} session(s), "
-                          f"{outcome.counts.get('messages', 0)} message row(s), {len(moved)} file(s)"
-                          + (f"; {notes}" if notes else ""))
+
+    @staticmethod
+    def _detached_pairs(entry) -> list[tuple[str, str]]:
+        """``(child, parent)`` of the children the deletion detached (trash table ``_detached``)."""
+        rows = sqlite3.connect(entry.rows_path.absolute().as_uri() + "?mode=ro", uri=True, detect_types=0)
+        try:
+            if not rows.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_detached'").fetchone():
+                return []
+            return [(a, b) for a, b in rows.execute("SELECT a, b FROM _detached")]
+        finally:
+            rows.close()
+
+    @staticmethod
+    def _to_reattach(conn, caps, children: list[tuple[str, str]]) -> list[str]:
+        """The detached children a restore re-attaches: still there, still without a parent."""
+        ids = [c for c, _p in children]
+        if not ids or not caps.has("sessions", "parent_session_id"):
+            return []
+        return [r[0] for r in conn.execute(
+            f"SELECT id FROM sessions WHERE id IN {_ph(ids)} AND parent_session_id IS NULL ORDER BY id", ids)]
+
+    @staticmethod
+    def _refuse_live(store, conn, caps, ids: list[str]) -> None:
+        """Ground rule 6 for a restore: an agent that holds a session it inserts (a
+        registry entry, a lease or lock, a gateway route naming the id) or a child it
+        re-attaches would race the restore; live -> :class:`Refused`, nothing written."""
+        now = time.time()
+        for sid in dict.fromkeys(ids):
+            found = live_mod.evidence_for(store, conn, caps, sid, now, closed_counts=False)
+            if found.live:
+                why = "; ".join(f"{e.source}: {e.detail}" for e in found.evidence if e.blocks)
+                raise Refused(f"an agent holds {sid} (live: {why}); nothing restored, the trash entry is kept")
 
     @staticmethod
     def _restore_conflicts(conn, entry, targets) -> None:
@@ -786,8 +961,11 @@ class Deleter(ActingRun):
 
     @staticmethod
     def _insert_back(conn, caps) -> tuple[dict[str, int], dict]:
-        """Inside the write transaction: insert the trash rows back; counts and notes."""
-        saved = {n: tuple(c[1] for c in conn.execute(f"PRAGMA trash.table_info({n})"))
+        """Inside the write transaction: insert the trash rows back; counts and notes.
+
+        Column and table names come from the store and the trash file: always quoted.
+        """
+        saved = {n: tuple(c[1] for c in conn.execute(f"PRAGMA trash.table_info({quote(n)})"))
                  for (n,) in conn.execute("SELECT name FROM trash.sqlite_master WHERE type = 'table'").fetchall()}
         counts: dict[str, int] = {}
         report: dict = {}
@@ -803,10 +981,11 @@ class Deleter(ActingRun):
             if table not in saved or not caps.has_table(table):
                 return
             cols = common(table)
-            names = ", ".join(f'"{c}"' for c in cols)
+            names = ", ".join(quote(c) for c in cols)
             chosen = select(cols) if select else names
-            expected = conn.execute(f"SELECT COUNT(*) FROM trash.{table}").fetchone()[0]
-            n = conn.execute(f"{verb} INTO main.{table} ({names}) SELECT {chosen} FROM trash.{table} AS t{order}").rowcount
+            expected = conn.execute(f"SELECT COUNT(*) FROM trash.{quote(table)}").fetchone()[0]
+            n = conn.execute(f"{verb} INTO main.{quote(table)} ({names}) "
+                             f"SELECT {chosen} FROM trash.{quote(table)} AS t{order}").rowcount
             counts[table] = n
             if n != expected:
                 report[f"{table}_not_restored"] = expected - n
@@ -814,6 +993,14 @@ class Deleter(ActingRun):
         insert("system_prompts", "INSERT OR IGNORE")
         # An ignored prompt is there again already: content-addressed, so identical.
         report.pop("system_prompts_not_restored", None)
+
+        # A prompt missing from the store and from the entry (entries made before every
+        # referenced prompt was exported, when another deletion collected it since)
+        # would fail the foreign key: the link is dropped and reported instead.
+        prompt_known = ("t.system_prompt_hash IS NULL "
+                        "OR EXISTS (SELECT 1 FROM main.system_prompts p WHERE p.hash = t.system_prompt_hash)")
+        check_prompts = caps.has("sessions", "system_prompt_hash") and caps.has_table("system_prompts") \
+            and "system_prompt_hash" in saved.get("sessions", ())
 
         def session_select(cols):
             out = []
@@ -823,9 +1010,16 @@ class Deleter(ActingRun):
                                "OR EXISTS (SELECT 1 FROM main.sessions m WHERE m.id = t.parent_session_id) "
                                "OR EXISTS (SELECT 1 FROM trash.sessions t2 WHERE t2.id = t.parent_session_id) "
                                "THEN t.parent_session_id END")
+                elif c == "system_prompt_hash" and check_prompts:
+                    out.append(f"CASE WHEN {prompt_known} THEN t.system_prompt_hash END")
                 else:
-                    out.append(f't."{c}"')
+                    out.append(f"t.{quote(c)}")
             return ", ".join(out)
+
+        if check_prompts:
+            missing = conn.execute(f"SELECT COUNT(*) FROM trash.sessions t WHERE NOT ({prompt_known})").fetchone()[0]
+            if missing:
+                report["system_prompt_links_dropped"] = missing
 
         dropped = conn.execute(
             "SELECT COUNT(*) FROM trash.sessions t WHERE t.parent_session_id IS NOT NULL "
@@ -865,6 +1059,13 @@ class Deleter(ActingRun):
 
     # ------------------------------------------------------------------ audit
 
+    def refuse(self, store: Store | None, session_ids: list[str], reason: str) -> AuditEvent:
+        """Audit a deletion request refused before the engine ran (a token for
+        another session, profile or user, a forged token, an override typed
+        without the permission): outcome ``refused``, nothing written."""
+        return self._audit(DELETE_ACTION, store, Outcome("refused", reason), session_ids[0] if session_ids else "",
+                           session_ids, 0)
+
     def _audit(self, action: str, store: Store | None, outcome: Outcome, session_id: str, ids: list[str],
                duration_ms: int, entry: trash.TrashEntry | None = None, event: AuditEvent | None = None) -> AuditEvent:
         """Create (or, given ``event``, complete) the one AuditEvent of a deletion or restore."""
@@ -875,6 +1076,10 @@ class Deleter(ActingRun):
                      "changed_since_confirmation": outcome.changed})
         if outcome.report:
             plan["report"] = outcome.report
+        if outcome.nonce:
+            plan["token_nonce"] = outcome.nonce  # what makes a confirmation single-use (used_by)
+        if outcome.problems:
+            plan["problems_after_commit"] = outcome.problems
         backup = outcome.backup if outcome.status == "applied" or outcome.rows_changed else None
         fields = dict(
             actor=self.actor,

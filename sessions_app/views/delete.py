@@ -3,9 +3,11 @@
 Every request is checked on the server: previews, deletions and restores need
 ``delete_sessions``; an override of a maybe-live verdict also needs
 ``override_live`` (and the typed session id). The confirmation token binds the
-profile, the session ids and the last message id of each (``actions.delete``);
-a token for another profile or session is refused, an expired one sends the
-admin back to a fresh confirmation.
+profile, the session ids and the last message id of each, the user it was issued
+to, and a nonce per item that makes it good for one deletion (``actions.delete``);
+a token for another profile, session or user, a forged one, or an override typed
+without the permission is refused and audited; an expired one sends the admin
+back to a fresh confirmation.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _confirm_context(request, store, plan, **extra):
         target.title = _mask(request.user, target.title)
     return {
         "store": store, "session_id": plan.session_id, "plan": plan,
-        "token": deletion.sign([deletion.token_item(plan)]) if plan.exists else "",
+        "token": deletion.sign([deletion.token_item(plan)], request.user.pk) if plan.exists else "",
         "can_override": request.user.has_perm("sessions_app.override_live"),
         "retention_days": trash.retention_days(),
         **extra,
@@ -72,21 +74,34 @@ def delete_apply(request, store, session_id):
     """Step 2: the signed confirmation; deletes, or refuses and shows the evidence again."""
     lineage = request.POST.get("lineage") == "1"
     try:
-        items = deletion.unsign(request.POST.get("token", ""))
+        items = deletion.unsign(request.POST.get("token", ""), request.user.pk)
     except signing.SignatureExpired:
         flash.warning(request, "That confirmation is more than an hour old; look at the evidence again.")
         url = reverse("delete_confirm", args=[store.key, session_id])
         return redirect(url + ("?lineage=1" if lineage else ""))
+    except deletion.TokenMismatch:
+        _deleter(request).refuse(store, [session_id], "the confirmation was issued to another user; nothing deleted")
+        return HttpResponseBadRequest("This confirmation was issued to another user")
     except signing.BadSignature:
+        _deleter(request).refuse(store, [session_id], "invalid confirmation token; nothing deleted")
         return HttpResponseBadRequest("Invalid confirmation")
     if len(items) != 1 or items[0].get("profile") != store.key or items[0].get("session_id") != session_id:
+        _deleter(request).refuse(store, [session_id], "the confirmation belongs to another session "
+                                 f"({', '.join(str(i.get('profile')) + ' ' + str(i.get('session_id')) for i in items)}); "
+                                 "nothing deleted")
         return HttpResponseBadRequest("This confirmation belongs to another session")
     typed = request.POST.get("override_id", "").strip()
     override = typed or None
     may_override = request.user.has_perm("sessions_app.override_live")
     if override is not None and not may_override:
+        _deleter(request).refuse(store, [session_id], "an override was typed without the override_live permission; "
+                                 "nothing deleted")
         raise PermissionDenied("Overriding a maybe-live verdict needs the override_live permission")
     outcome = _deleter(request).delete(store, items[0], override=override, may_override=may_override)
+    if outcome.status == "applied" and outcome.problems:
+        # Committed: the sessions are gone from the store; say what did not follow.
+        flash.warning(request, f"{session_id}: {outcome.reason}. The rows are in the trash and can be restored.")
+        return redirect("trash_entry", outcome.entry.id)
     if outcome.status == "applied":
         flash.success(request, f"Deleted {session_id}: {outcome.reason}. It can be restored from the trash.")
         return redirect("trash_entry", outcome.entry.id)
@@ -144,7 +159,7 @@ def bulk_confirm(request):
         elif "plan" in row:
             # Live ones too: the job judges each session again and skips it with its reason.
             items.append(deletion.token_item(row["plan"]))
-    context = {"rows": rows, "items": items, "token": deletion.sign(items) if items else "",
+    context = {"rows": rows, "items": items, "token": deletion.sign(items, request.user.pk) if items else "",
                "retention_days": trash.retention_days()}
     return render(request, "sessions/delete_bulk.html", context)
 
@@ -154,11 +169,15 @@ def bulk_confirm(request):
 def bulk_apply(request):
     """Step 2: one background job; each session is re-judged and deleted on its own."""
     try:
-        items = deletion.unsign(request.POST.get("token", ""))
+        items = deletion.unsign(request.POST.get("token", ""), request.user.pk)
     except signing.SignatureExpired:
         flash.warning(request, "That confirmation is more than an hour old; select the sessions again.")
         return redirect("session_list")
+    except deletion.TokenMismatch:
+        _deleter(request).refuse(None, [], "bulk deletion: the confirmation was issued to another user; nothing deleted")
+        return HttpResponseBadRequest("This confirmation was issued to another user")
     except signing.BadSignature:
+        _deleter(request).refuse(None, [], "bulk deletion: invalid confirmation token; nothing deleted")
         return HttpResponseBadRequest("Invalid confirmation")
     if not items or len(items) > BULK_MAX:
         return HttpResponseBadRequest("Nothing to delete")
@@ -207,6 +226,9 @@ def trash_restore(request, entry_id):
         raise Http404("No such trash entry")
     store = registry.get(entry.profile)
     outcome = _deleter(request).restore(store, entry)
+    if outcome.status == "applied" and outcome.problems:
+        flash.warning(request, outcome.reason)  # committed: the sessions are back; what did not follow
+        return redirect("session", entry.profile, entry.manifest.get("session_id"))
     if outcome.status == "applied":
         flash.success(request, outcome.reason)
         return redirect("session", entry.profile, entry.manifest.get("session_id"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from sessions_app.actions import delete as deletion
+from sessions_app.actions.rowcopy import quote
 from sessions_app.stores.connection import ro_uri
 from tests.checks.helpers import hermes_background, own_pidns
 
@@ -22,9 +23,9 @@ def dump(store, tables: list[str] | None = None) -> dict[str, list]:
         for name in names:
             if tables is not None and name not in tables:
                 continue
-            cols = [c[1].decode() for c in conn.execute(f'PRAGMA table_info("{name}")')]
-            select = ", ".join(f'typeof("{c}"), CAST("{c}" AS BLOB)' for c in cols)
-            out[name] = sorted(conn.execute(f'SELECT {select} FROM "{name}"').fetchall(), key=repr)
+            cols = [c[1].decode() for c in conn.execute(f"PRAGMA table_info({quote(name)})")]
+            select = ", ".join(f"typeof({quote(c)}), CAST({quote(c)} AS BLOB)" for c in cols)
+            out[name] = sorted(conn.execute(f"SELECT {select} FROM {quote(name)}").fetchall(), key=repr)
         return out
     finally:
         conn.close()
@@ -44,7 +45,7 @@ def fts_hits(store, word: str) -> list[int]:
 def confirm(store, session_id: str, lineage: bool = False) -> tuple[deletion.DeletePlan, dict]:
     """Step 1 as the browser does it: the plan and the item its token binds."""
     plan = deletion.plan_for(store, session_id, lineage)
-    item = deletion.unsign(deletion.sign([deletion.token_item(plan)]))[0]
+    item = deletion.unsign(deletion.sign([deletion.token_item(plan)]))[0]  # with its nonce
     return plan, item
 
 

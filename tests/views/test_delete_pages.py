@@ -152,23 +152,99 @@ def test_live_session_is_refused_and_the_override_needs_its_permission(home):
     page = text(admin.get(f"/p/edge/s/{sid}/delete/"))
     assert "liveness-maybe_live" in page and 'name="override_id"' in page
     token = token_of(page)
-    assert 'name="override_id"' not in text(deleter_only.get(f"/p/edge/s/{sid}/delete/"))
-    assert deleter_only.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token, "override_id": sid}).status_code == 403
+    own = text(deleter_only.get(f"/p/edge/s/{sid}/delete/"))
+    assert 'name="override_id"' not in own
+    response = deleter_only.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token_of(own), "override_id": sid})
+    assert response.status_code == 403
+    refusal = AuditEvent.objects.filter(outcome="refused", actor__username="deleter").get()  # audited too
+    assert "override_live permission" in refusal.reason and refusal.session_ids == [sid]
     assert admin.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token}).status_code == 409
     response = admin.post(f"/p/edge/s/{sid}/delete/apply/", {"token": token, "override_id": sid})
     assert response.status_code == 302
     event = AuditEvent.objects.filter(outcome="applied").get()
     assert event.check_code == "override_live" and "OVERRIDE" in event.reason and event.actor.username == "admin"
-    assert AuditEvent.objects.filter(outcome="refused").count() == 2
+    assert AuditEvent.objects.filter(outcome="refused").count() == 3
 
 
-def test_a_token_for_another_session_or_forged_is_rejected(home):
-    admin = user("Admin")
+def test_a_token_for_another_session_user_or_forged_is_rejected_and_audited(home):
+    admin, other_admin = user("Admin"), user("Admin", "admin2")
     sids = ids("default")
+    s = registry.get("default")
     html = text(admin.get(f"/p/default/s/{sids['long']}/delete/"))
     assert admin.post(f"/p/default/s/{sids['hostile']}/delete/apply/", {"token": token_of(html)}).status_code == 400
     assert admin.post(f"/p/default/s/{sids['long']}/delete/apply/", {"token": "forged"}).status_code == 400
-    assert not AuditEvent.objects.exists()
+    # A genuine token, but issued to another admin: not transferable.
+    assert other_admin.post(f"/p/default/s/{sids['long']}/delete/apply/", {"token": token_of(html)}).status_code == 400
+    assert other_admin.post("/sessions/delete/apply/", {"token": "forged"}).status_code == 400
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id IN (?, ?)", (sids["long"], sids["hostile"])) == [(2,)]
+    audit = list(AuditEvent.objects.order_by("id"))
+    assert [(e.action, e.outcome, e.actor.username, e.session_ids) for e in audit] == [
+        ("delete_session", "refused", "admin", [sids["hostile"]]), ("delete_session", "refused", "admin", [sids["long"]]),
+        ("delete_session", "refused", "admin2", [sids["long"]]), ("delete_session", "refused", "admin2", [])]
+    assert "another session" in audit[0].reason and sids["long"] in audit[0].reason
+    assert "invalid confirmation" in audit[1].reason and "another user" in audit[2].reason
+    assert all(not e.backup_path and e.rows_changed == 0 for e in audit)
+
+
+def test_a_confirmation_is_used_once_even_after_a_restore(home):
+    """The deleted rows come back with the same fingerprint; the old confirmation
+    still may not delete them again (its nonce is in the applied deletion)."""
+    admin = user("Admin")
+    sid = ids("default")["hostile"]
+    s = registry.get("default")
+    token = token_of(text(admin.get(f"/p/default/s/{sid}/delete/")))
+    entry_id = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token})["Location"].split("/")[2]
+    assert admin.post(f"/trash/{entry_id}/restore/").status_code == 302
+    before = dump(s)
+    response = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token})
+    assert response.status_code == 409 and "already used" in text(response)
+    assert dump(s) == before
+    assert list(AuditEvent.objects.values_list("action", "outcome").order_by("id")) == [
+        ("delete_session", "applied"), ("restore_session", "applied"), ("delete_session", "refused")]
+    fresh = token_of(text(response))  # the page offers a new confirmation
+    assert admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": fresh}).status_code == 302
+
+
+def test_a_deletion_whose_file_would_not_move_says_deleted_but(home, monkeypatch):
+    """Committed, then a file would not move: the admin lands on the trash entry and
+    is told the sessions are deleted and which file stayed, never "Not deleted"."""
+    admin = user("Admin")
+    sid = ids("default")["hostile"]
+    s = registry.get("default")
+    s.profile.sessions_dir.mkdir(exist_ok=True)
+    (s.profile.sessions_dir / f"{sid}.jsonl").write_bytes(b"line\n")
+
+    def stubborn(source, target):
+        raise PermissionError(13, "Permission denied", str(source))
+
+    monkeypatch.setattr(deletion, "move_without_loss", stubborn)
+    token = token_of(text(admin.get(f"/p/default/s/{sid}/delete/")))
+    response = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token}, follow=True)
+    page = text(response)
+    assert response.redirect_chain[-1][0].startswith("/trash/")
+    assert "deleted, but file" in page and "Not deleted" not in page
+    assert "not every file moved into the trash" in page and f"{sid}.jsonl" in page
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(0,)]
+    [event] = AuditEvent.objects.all()
+    assert event.outcome == "applied" and event.rows_changed > 0
+
+
+def test_a_live_child_is_named_on_the_confirmation(home):
+    admin = user("Admin")
+    sids = ids("default")
+    s = registry.get("default")
+    proc = hermes_background(s, f"""
+assert db.try_acquire_compression_lock({sids['branch_child']!r}, f"pid={{os.getpid()}}:tid=1", ttl_seconds=3600)
+print("READY", flush=True)
+time.sleep(600)
+""")
+    try:
+        page = text(admin.get(f"/p/default/s/{sids['branch_parent']}/delete/"))
+    finally:
+        stop(proc)
+    assert "Deletion is refused: an agent holds " + sids["branch_child"] in page
+    assert "which this deletion would detach" in page and 'name="token"' not in page
+    assert re.search(r'<ul class="detach">.*verdict-live', page, re.S)
 
 
 def test_bulk_delete_runs_as_one_job_and_skips_the_live_session(home):

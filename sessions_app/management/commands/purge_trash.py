@@ -5,19 +5,24 @@
 Removes ``<data>/trash/sessions/<entry>/`` (deleted or restored sessions' rows and
 files) and ``<data>/trash/files/<stamp>/`` (leftover files moved aside by
 ``remove_leftover_files``) once they are older than the retention. Entries of a
-deletion still running (``pending``) are never removed. Each purged entry is
-recorded in the audit trail (action ``purge_trash``). Exit status 0, or 2 when
-the trash could not be removed (permissions).
+deletion still running (``pending``) are never removed: a pending entry goes only
+once it is also a day old (``trash.PENDING_GRACE_DAYS``), and the purge holds the
+run lock that bulk deletion jobs and heal runs hold. Each purged entry is
+recorded in the audit trail (action ``purge_trash``) as soon as it is removed.
+Exit status 0, or 2 when the trash could not be removed (permissions) or another
+run holds the lock.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+from contextlib import nullcontext
 
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import trash
+from ...locks import RunLocked, run_lock
 from ...models import AuditEvent
 
 
@@ -35,19 +40,24 @@ class Command(BaseCommand):
         if days is not None and days < 0:
             raise CommandError("--older-than must be 0 or more", returncode=2)
         days = trash.retention_days() if days is None else days
+        label = f"command:purge_trash@{socket.gethostname()}"
+
+        def audit(item):
+            AuditEvent.objects.create(
+                actor_label=label, action="purge_trash", profile=item.profile, store_path="",
+                session_ids=list(item.session_ids), outcome="applied",
+                reason=f"trash {item.kind} older than {days:g} days removed: {item.path}",
+                plan={"path": item.path, "kind": item.kind, "state": item.state, "age_days": round(item.age_days, 2)},
+            )
+
         try:
-            items = trash.purge(older_than_days=days, dry_run=options["dry_run"])
+            # A dry run removes nothing: it needs no lock.
+            with nullcontext() if options["dry_run"] else run_lock("heal", label="purge_trash"):
+                items = trash.purge(older_than_days=days, dry_run=options["dry_run"], on_removed=audit)
+        except RunLocked as exc:
+            raise CommandError(f"{exc}; nothing purged, retry later", returncode=2)
         except OSError as exc:
             raise CommandError(f"could not remove trash ({exc})", returncode=2)
-        label = f"command:purge_trash@{socket.gethostname()}"
-        if not options["dry_run"]:
-            for item in items:
-                AuditEvent.objects.create(
-                    actor_label=label, action="purge_trash", profile=item.profile, store_path="",
-                    session_ids=list(item.session_ids), outcome="applied",
-                    reason=f"trash {item.kind} older than {days:g} days removed: {item.path}",
-                    plan={"path": item.path, "kind": item.kind, "state": item.state, "age_days": round(item.age_days, 2)},
-                )
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days,
