@@ -101,6 +101,17 @@ def heal(
     }
 
 
+def _error(report) -> str | None:
+    """The entry's ``error``: the store's own, else which checks could not run (their
+    findings are unknown, so the pass is incomplete and exits 2)."""
+    if report.error:
+        return report.error
+    if report.failed_checks:
+        crashed = [n for n in report.notes if n.split(" ", 1)[0] in report.failed_checks]
+        return "check(s) could not run: " + "; ".join(crashed or report.failed_checks)
+    return None
+
+
 def _heal_store(store: Store, everything: list[Store], only: list[str], apply: bool, applier: Applier) -> dict:
     others = [s for s in everything if s.key != store.key]
     report = run_store_checks(store, only=only or None, other_stores=others)
@@ -110,7 +121,7 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
         "path": str(store.path),
         "status": report.status,
         "schema_version": report.schema_version,
-        "error": report.error or None,
+        "error": _error(report),
         "findings": [finding_json(f) for f in report.findings],
         "actions": [],
         "backup": None,
@@ -149,15 +160,17 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
         entry["backup"] = backup.path if backup else None
         if any(o.status == "applied" for o in outcomes):
             after = run_store_checks(store, only=only or None, other_stores=others)
-            entry["status"], entry["error"] = after.status, after.error or None
+            entry["status"], entry["error"] = after.status, _error(after)
             entry["findings"] = [finding_json(f) for f in after.findings]
     return entry
 
 
 def exit_status(report: dict, fail_on: str = "warning") -> int:
     """0: nothing at or above ``fail_on`` remains; 1: such findings remain;
-    2: a store could not be read or an action failed."""
-    if any(p["status"] not in ("ok", "missing") for p in report["profiles"]) or report["summary"]["failed"]:
+    2: a store could not be read, a check could not run (an ``ok`` store with an
+    ``error``), or an action failed."""
+    if any(p["status"] not in ("ok", "missing") or (p["status"] == "ok" and p["error"])
+           for p in report["profiles"]) or report["summary"]["failed"]:
         return 2
     levels = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
     if any(report["summary"][level] for level in levels):

@@ -18,23 +18,34 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
    backend of either profile heartbeats (reference 4, 6.1 "refuses while a gateway
    owning any touched store is live"); re-read both stores against the plan;
 2. back up both stores (once per store per run, ground rule 4);
-3. one ``BEGIN IMMEDIATE`` transaction on the target: prompt rows referenced by the
-   sessions (``system_prompts``), the session rows (parents first), every message
-   row (inactive and compacted ones too; ``id`` and ``display_order`` are the
-   target's own), the usage rows. A parent the target
+3. the source is read inside one read transaction (``BEGIN`` on its read-only
+   connection), so the copy and its check see one snapshot, which must still match
+   the plan; in one ``BEGIN IMMEDIATE`` transaction on the target: prompt rows
+   referenced by the sessions (``system_prompts``), the session rows (parents
+   first), every message row (inactive and compacted ones too; ``id`` and
+   ``display_order`` are the target's own), the usage rows. A parent the target
    lacks is dropped; a clashing title gets `` (<last 12 chars of id>)``; columns the
-   target lacks are skipped and named in the plan. Audited for the target store;
-4. the copy is verified against the source, value for value;
-5. the sessions' files in ``sessions/`` move to the target profile's ``sessions/``;
-6. one ``BEGIN IMMEDIATE`` transaction on the source re-checks liveness and the
+   target lacks are skipped and named in the plan;
+4. still inside that transaction, before ``COMMIT``, the copy is verified against
+   the snapshot (:func:`copy_difference`); a difference rolls the copy back;
+5. one ``BEGIN IMMEDIATE`` transaction on the source re-checks liveness and the
    plan's state, detaches the children that stay, deletes the usage rows, messages
    and session rows, and removes prompt rows nothing references any more
-   (upstream ``delete_moved_session``).
+   (upstream ``delete_moved_session``);
+6. only once that delete is committed, the sessions' files in ``sessions/`` move
+   to the target profile's ``sessions/`` (before it, a refused or failed delete
+   would leave the session in the source with its files gone).
+
+Audit: one event per store touched. The target's event is created before the copy
+and completed, whatever happens (``finally``), with the real outcome and the rows
+copied there; the engine's event for the source records the rows deleted there.
 
 An id already present in the target is an ``id_collision``: reported, never
-overwritten. The one exception is a copy this action itself left by an interrupted
-move (killed between steps 3 and 6): when the target's copy is identical to the
-source (every message value, in order), the next run skips step 3 and finishes.
+overwritten or merged. The one exception is a copy this action itself left by an
+interrupted move (killed between steps 4 and 5): when the target's copy is what
+step 3 writes (:func:`copy_difference`: every message value in order, the whole
+session row but the columns a move rewrites, the usage rows), the next run skips
+the copy, checks it again, and finishes.
 """
 
 from __future__ import annotations
@@ -43,28 +54,36 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 import sqlite3
 import time
 from pathlib import Path
 
 from ..checks.files import session_id_of
 from ..checks.ownership import key_profile, owner_decision
-from ..stores import liveness
+from ..stores import jsonl, liveness
 from ..stores.connection import classify_error
 from ..stores.discovery import discover
 from ..stores.lineage import UP_CAP
 from ..stores.store import Store
-from ..stores.writer import transaction, writer
+from ..stores.writer import StoreBusy, transaction, writer
 from .base import Action, Change, Changed, one
-from .rowcopy import copy_rows, fingerprint
+from .files import move_without_loss
+from .rowcopy import copy_rows, exact_select, fingerprint, quote
 
 UNIT_CAP = 500  # sessions moved together at most
 # Messages columns the target computes itself (upstream import_moved_session, reference
 # 6.1): the insert trigger derives display_order from the copied display_identity.
 NOT_COPIED = ("id", "display_order")
 OWNER_COLUMNS = ("id", "parent_session_id", "session_key", "profile_name", "title")
+# Session columns a move may rewrite (detached parent, suffixed title, new owner):
+# the only ones in which a copy may differ from its source.
+SESSION_FREE = ("title", "profile_name", "parent_session_id")
+PROMPT_REFS = ("system_prompt_hash", "tool_names")
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+class CopyDiffers(Exception):
+    """The copy in the target differs from the source (rolls the copy back)."""
 
 
 def sibling_store(store: Store, name: str) -> Store | None:
@@ -141,22 +160,75 @@ def messages_print(conn, columns, session_id) -> list:
     return fingerprint(conn, "messages", columns, "session_id = ?", (session_id,), order="id")
 
 
-def session_print(conn, session_id) -> list:
-    """What two copies of one session row must share to be the same session (the
-    title may carry a move's suffix, the owner a relabel): source and start time."""
-    return fingerprint(conn, "sessions", ["source", "started_at"], "id = ?", (session_id,))
+def target_prompts(plan, tcaps) -> list[str]:
+    """The prompt rows the copy carries (none when the target has no prompt table)."""
+    return plan.params["prompts"] if tcaps.has_table("system_prompts") else []
+
+
+def unresolved_refs(src, columns, prompts, session_id) -> dict:
+    """Prompt references of the session the target could not resolve: written NULL."""
+    out = {}
+    for col in PROMPT_REFS:
+        value = one(src, f"SELECT {quote(col)} FROM sessions WHERE id = ?", (session_id,)) if col in columns else None
+        if isinstance(value, str) and HASH_RE.match(value) and value not in prompts:
+            out[col] = None
+    return out
+
+
+def _exact_row(conn, columns, session_id) -> list | None:
+    row = conn.execute(f"SELECT {exact_select(columns)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else [tuple(row[n:n + 2]) for n in range(0, len(row), 2)]
+
+
+def copy_difference(src, caps, dst, tcaps, plan, session_id) -> str | None:
+    """Why ``dst``'s ``session_id`` is not the copy step 3 writes from ``src``, or None.
+
+    Compared exactly, over the columns both stores have: every message row in
+    ``messages.id`` order, the session row except :data:`SESSION_FREE` (prompt
+    references the target cannot resolve are expected NULL), and the usage rows
+    (when both stores keep them). Used for the check before ``COMMIT`` and to tell
+    an interrupted move's copy from another session with the same id.
+    """
+    if not one(dst, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+        return f"{session_id} is missing from the target"
+    cols = message_columns(caps, tcaps)
+    if messages_print(src, cols, session_id) != messages_print(dst, cols, session_id):
+        return f"the messages of {session_id} differ"
+    scols = [c for c in caps.columns("sessions") if tcaps.has("sessions", c) and c not in SESSION_FREE]
+    expected = _exact_row(src, scols, session_id)
+    if expected is None:
+        return f"{session_id} is missing from the source"
+    for col in unresolved_refs(src, scols, target_prompts(plan, tcaps), session_id):
+        expected[scols.index(col)] = (None, "null")
+    if expected != _exact_row(dst, scols, session_id):
+        return f"the session row of {session_id} differs"
+    if caps.has_table("session_model_usage") and tcaps.has_table("session_model_usage"):
+        ucols = [c for c in caps.columns("session_model_usage") if tcaps.has("session_model_usage", c)]
+        order = ", ".join(quote(c) for c in ucols)
+        prints = [fingerprint(conn, "session_model_usage", ucols, "session_id = ?", (session_id,), order=order)
+                  for conn in (src, dst)]
+        if prints[0] != prints[1]:
+            return f"the usage rows of {session_id} differ"
+    return None
 
 
 def session_files(store: Store, ids: set[str]) -> dict[str, list[str]]:
-    """Names of the files in the source's ``sessions/`` belonging to ``ids``."""
+    """Names of the regular files in the source's ``sessions/`` belonging to ``ids``
+    (as the checks' scanner: symlinks are not followed, and a name for the store's
+    own file is never moved, which across filesystems would mean opening it)."""
     found: dict[str, list[str]] = {}
+    folder = Path(store.profile.sessions_dir)
     try:
-        names = sorted(os.listdir(store.profile.sessions_dir))
+        names = sorted(os.listdir(folder))
     except OSError:
         return found
+    own = jsonl.store_inodes(store.path)
     for name in names:
         sid, _ = session_id_of(name)
-        if sid in ids and (Path(store.profile.sessions_dir) / name).is_file():
+        if sid not in ids or not jsonl.is_regular(folder / name):
+            continue
+        st = os.lstat(folder / name)
+        if (st.st_dev, st.st_ino) not in own:
             found.setdefault(sid, []).append(name)
     return found
 
@@ -259,14 +331,13 @@ class MoveToOwnerStore(Action):
 
     def _target_facts(self, ctx, plan, target, members, tconn, tcaps) -> str:
         p, notes, caps, conn = plan.params, plan.params["notes"], ctx.caps, ctx.conn
-        cols = message_columns(caps, tcaps)
         for m in members:
             if one(tconn, "SELECT 1 FROM sessions WHERE id = ?", (m["id"],)):
-                same = (messages_print(conn, cols, m["id"]) == messages_print(tconn, cols, m["id"])
-                        and session_print(conn, m["id"]) == session_print(tconn, m["id"]))
-                if not same:
-                    return (f"id_collision: {m['id']} already exists in {target.key} with different content; "
-                            "it is never overwritten or merged (compare the two copies)")
+                # Only a copy identical to what this move writes is an interrupted move.
+                differs = copy_difference(conn, caps, tconn, tcaps, plan, m["id"])
+                if differs:
+                    return (f"id_collision: {m['id']} already exists in {target.key} with different content "
+                            f"({differs}); it is never overwritten or merged (compare the two copies)")
                 p["finish"].append(m["id"])
         if p["finish"]:
             notes.append(f"{target.key} already holds an identical copy of {', '.join(p['finish'])} "
@@ -331,9 +402,9 @@ class MoveToOwnerStore(Action):
         for col in caps.columns(table):
             if tcaps.has(table, col) or col in NOT_COPIED or not ids:
                 continue
-            marks = ",".join("?" * len(ids))
-            if one(conn, f'SELECT 1 FROM {table} WHERE {key} IN ({marks}) AND "{col}" IS NOT NULL '
-                         f"AND \"{col}\" NOT IN (0, '') LIMIT 1", tuple(ids)):
+            marks, q = ",".join("?" * len(ids)), quote(col)
+            if one(conn, f"SELECT 1 FROM {table} WHERE {key} IN ({marks}) AND {q} IS NOT NULL "
+                         f"AND {q} NOT IN (0, '') LIMIT 1", tuple(ids)):
                 lost.append(col)
         return lost
 
@@ -426,7 +497,8 @@ class MoveToOwnerStore(Action):
 
         Raises ``Changed``, ``StoreBusy``, ``BackupError`` or ``sqlite3.Error`` before
         anything is written, for the engine to report; after the copy, problems
-        become the outcome (the copy stays, the source is untouched).
+        become the outcome (the copy stays, the source is untouched). ``outcome``
+        is the source store's event: ``rows_changed`` counts the rows deleted there.
         """
         p = plan.params
         members, finish = p["members"], set(p["finish"])
@@ -459,28 +531,21 @@ class MoveToOwnerStore(Action):
         to_copy = [sid for sid in members if sid not in finish]
         copied = 0
         if to_copy:
-            started = time.monotonic()
-            # The target's own event exists before its write, completed after it.
-            event = applier.audit(target, plan, dataclasses.replace(
-                outcome, status="failed", refused=False, backup=None,
-                reason=f"copy from {store.key} started; the process ended before the outcome was recorded"), 0)
-            with store.read() as src, writer(target) as dst:
-                with transaction(dst):
-                    if _identity(target.path) != identities[str(target.path)]:
-                        raise Changed(f"the store file of {target.key} was replaced")
-                    if _norm(self.target_state(dst, tcaps, plan)) != plan.guard["target"]:
-                        raise Changed(f"{target.key} re-read inside the write transaction")
-                    copied = self._copy(src, caps, dst, tcaps, plan, to_copy)
-            applier.audit(target, plan, dataclasses.replace(
-                outcome, status="applied", rows_changed=copied, backup=target_backup, refused=False,
-                reason=f"copied {len(to_copy)} session(s) from {store.key} ({copied} rows); the source copy is "
-                       "removed once the copy is verified"), int((time.monotonic() - started) * 1000), event=event)
-        with store.read() as src, target.read() as dst:
-            problem = self._verify_copy(src, caps, dst, target.capabilities(dst), plan, to_copy)
-        if problem:
-            outcome.status, outcome.reason = "failed", f"verify: {problem}; nothing removed from {store.key}"
-            return
-        files = self._move_files(store, target, plan)
+            copied = self._copy_to_target(applier, store, target, plan, caps, tcaps, to_copy,
+                                          identities[str(target.path)], target_backup, outcome)
+            if copied is None:
+                return
+        if finish:  # an interrupted move's copy: still exactly what this move would write?
+            with store.read() as src, target.read() as dst:
+                src.execute("BEGIN")  # one snapshot of each store; closing the connections ends them
+                dst.execute("BEGIN")
+                problem = self._verify_copy(src, caps, dst, target.capabilities(dst), plan,
+                                            [sid for sid in members if sid in finish])
+            if problem:
+                outcome.status = "failed"
+                outcome.reason = (f"verify: {problem} in {target.key} since the move was planned; nothing removed "
+                                  f"from {store.key} (compare the two copies: an id_collision)")
+                return
         try:
             with writer(store) as conn:
                 with transaction(conn):
@@ -502,11 +567,69 @@ class MoveToOwnerStore(Action):
         if left:
             outcome.status, outcome.reason = "failed", f"verify: {', '.join(left)} still in {store.key}"
             return
-        outcome.status, outcome.rows_changed = "applied", copied + deleted
+        moved, unmoved = self._move_files(store, target, plan)  # only now: the rows are gone from the source
+        # Files left behind are a failure to act on: a JSONL left in the source's
+        # sessions/ would be imported back there by the next run.
+        outcome.status, outcome.rows_changed = ("failed" if unmoved else "applied"), deleted
         outcome.reason = (f"moved {len(members)} session(s) to {target.key}"
-                          + (f" (finishing an interrupted move)" if finish else "")
-                          + (f"; files moved: {', '.join(files)}" if files else "")
+                          + (" (finishing an interrupted move)" if finish else "")
+                          + f"; {copied} row(s) copied there, {deleted} row(s) removed here"
+                          + (f"; files moved: {', '.join(moved)}" if moved else "")
+                          + (f"; files NOT moved, still in {store.key}'s sessions/ (move them to "
+                             f"{target.profile.sessions_dir} by hand): {'; '.join(unmoved)}" if unmoved else "")
                           + f"; backup of {target.key}: {target_backup.path}")
+
+    def _copy_to_target(self, applier, store, target, plan, caps, tcaps, to_copy, identity, backup,
+                        outcome) -> int | None:
+        """Steps 3 and 4: copy ``to_copy`` from one read snapshot of the source into
+        one target transaction, and verify it there before ``COMMIT``.
+
+        The target's own audit event exists before the write and is completed in
+        ``finally`` with what really happened (applied with the rows copied, or
+        skipped/failed with the exception), so a raised copy never leaves it saying
+        the process ended. Returns the rows copied, or None when the copy differed
+        (rolled back; ``outcome`` says so). Other errors propagate to the engine.
+        """
+        from .engine import _identity  # the engine imports this module
+
+        started = time.monotonic()
+        done = dataclasses.replace(outcome, status="failed", refused=False, backup=None, rows_changed=0, reason=(
+            f"copy from {store.key} started; the process ended before the outcome was recorded"))
+        event = applier.audit(target, plan, done, 0)
+        try:
+            with store.read() as src, writer(target) as dst:
+                src.execute("BEGIN")  # one snapshot: the copy and its check read the same source
+                try:
+                    if _norm(self.state(src, caps, plan)) != plan.guard["source"]:
+                        raise Changed(f"{store.key} re-read before copying")
+                    with transaction(dst):
+                        if _identity(target.path) != identity:
+                            raise Changed(f"the store file of {target.key} was replaced")
+                        if _norm(self.target_state(dst, tcaps, plan)) != plan.guard["target"]:
+                            raise Changed(f"{target.key} re-read inside the write transaction")
+                        copied = self._copy(src, caps, dst, tcaps, plan, to_copy)
+                        problem = self._verify_copy(src, caps, dst, tcaps, plan, to_copy)
+                        if problem:
+                            raise CopyDiffers(problem)  # rolls the copy back
+                finally:
+                    if src.in_transaction:
+                        src.execute("ROLLBACK")
+        except CopyDiffers as exc:
+            done.reason = f"verify before COMMIT: {exc}; rolled back, nothing written"
+            outcome.status = "failed"
+            outcome.reason = f"verify: {exc}; nothing written to {target.key}, nothing removed from {store.key}"
+            return None
+        except BaseException as exc:
+            done.status = "skipped" if isinstance(exc, (Changed, StoreBusy)) else "failed"
+            done.reason = f"nothing written: {exc.__class__.__name__}: {exc}"
+            raise
+        else:
+            done.status, done.rows_changed, done.backup = "applied", copied, backup
+            done.reason = (f"copied {len(to_copy)} session(s) from {store.key} ({copied} rows), verified before "
+                           "COMMIT; the source copy is removed next")
+            return copied
+        finally:
+            applier.audit(target, plan, done, int((time.monotonic() - started) * 1000), event=event)
 
     def _refuse(self, store, conn, caps, ids, now, outcome) -> bool:
         """Record a liveness refusal in ``outcome``; True when refused."""
@@ -527,7 +650,7 @@ class MoveToOwnerStore(Action):
 
     def _copy(self, src, caps, dst, tcaps, plan, to_copy) -> int:
         p, n = plan.params, 0
-        prompts = p["prompts"] if tcaps.has_table("system_prompts") else []
+        prompts = target_prompts(plan, tcaps)
         for digest in prompts:
             if not one(dst, "SELECT 1 FROM system_prompts WHERE hash = ?", (digest,)):
                 n += copy_rows(src, dst, "system_prompts", ["hash", "prompt"], "hash = ?", (digest,))
@@ -542,10 +665,7 @@ class MoveToOwnerStore(Action):
                 overrides["title"] = p["titles"][sid]
             if sid in p["owners"]:
                 overrides["profile_name"] = p["owners"][sid]
-            for col in ("system_prompt_hash", "tool_names"):
-                value = one(src, f"SELECT {col} FROM sessions WHERE id = ?", (sid,)) if col in scols else None
-                if isinstance(value, str) and HASH_RE.match(value) and value not in prompts:
-                    overrides[col] = None  # a reference the target cannot resolve
+            overrides.update(unresolved_refs(src, scols, prompts, sid))  # references the target cannot resolve
             overrides = {k: v for k, v in overrides.items() if k in scols}
             n += copy_rows(src, dst, "sessions", scols, "id = ?", (sid,), overrides=overrides)
             n += copy_rows(src, dst, "messages", mcols, "session_id = ?", (sid,), order="id")
@@ -554,30 +674,37 @@ class MoveToOwnerStore(Action):
         return n
 
     @staticmethod
-    def _verify_copy(src, caps, dst, tcaps, plan, to_copy) -> str | None:
-        cols = message_columns(caps, tcaps)
-        for sid in plan.params["members"]:
-            if not one(dst, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
-                return f"{sid} is missing from the target"
-            if messages_print(src, cols, sid) != messages_print(dst, cols, sid):
-                return f"the messages of {sid} differ between the two stores"
-            if sid in to_copy and caps.has_table("session_model_usage") and tcaps.has_table("session_model_usage"):
-                count = "SELECT COUNT(*) FROM session_model_usage WHERE session_id = ?"
-                if one(src, count, (sid,)) != one(dst, count, (sid,)):
-                    return f"the usage rows of {sid} differ"
+    def _verify_copy(src, caps, dst, tcaps, plan, ids) -> str | None:
+        """The first :func:`copy_difference` among ``ids``, or None."""
+        for sid in ids:
+            problem = copy_difference(src, caps, dst, tcaps, plan, sid)
+            if problem:
+                return problem
         return None
 
     @staticmethod
-    def _move_files(store, target, plan) -> list[str]:
-        moved = []
+    def _move_files(store, target, plan) -> tuple[list[str], list[str]]:
+        """Move the planned files (regular files only, never over an existing name,
+        never losing bytes: ``move_without_loss``); returns (moved, not moved with why).
+        Runs after the source delete committed: a refused or failed delete leaves the
+        session and its files together in the source; a file that cannot move is
+        left in place and reported."""
+        moved, unmoved = [], []
         folder, dest = Path(store.profile.sessions_dir), Path(target.profile.sessions_dir)
         for names in plan.params["files"].values():
             for name in names:
-                if (folder / name).exists() and not (dest / name).exists():
+                if not jsonl.is_regular(folder / name):
+                    continue  # gone since it was planned
+                if (dest / name).exists() or (dest / name).is_symlink():
+                    unmoved.append(f"{name} (the target's sessions/ already has one)")
+                    continue
+                try:
                     dest.mkdir(parents=True, exist_ok=True)
-                    shutil.move(str(folder / name), str(dest / name))
+                    move_without_loss(folder / name, dest / name)
                     moved.append(name)
-        return moved
+                except OSError as exc:
+                    unmoved.append(f"{name} ({exc})")
+        return moved, unmoved
 
     @staticmethod
     def _delete(conn, caps, plan) -> int:

@@ -20,11 +20,15 @@ check uses), then, in one ``BEGIN IMMEDIATE`` transaction after the backup:
 4. ``message_count`` is recounted to the active rows and ``tool_call_count`` grows by
    the imported tool calls (what upstream appends do, reference 3.1).
 
-Bad lines (broken JSON, a bare string, an unknown role, ``session_meta``) are
-reported with their line numbers and never imported. The file itself is never
+Bad lines (broken JSON, a bare string, an unknown role, ``session_meta``, nesting
+too deep, a lone surrogate) are reported with their line numbers and never
+imported. The file is read only as ``stores.jsonl.open_transcript`` allows (a
+regular file, no symlink, never the store's own files). The file itself is never
 modified; after a verified import it is moved into ``<data>/archive/jsonl/`` when
-``settings.HERMES_ARCHIVE_IMPORTED_JSONL`` is on (default off), never deleted. A
-second run finds nothing to import.
+``settings.HERMES_ARCHIVE_IMPORTED_JSONL`` is on (default off), never deleted, and
+only while it is still exactly the file the plan was made from: a turn diverted into
+it after the import committed would otherwise be archived unimported. A second run
+finds nothing to import.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,7 @@ from ..stores import jsonl
 from ..stores.liveness import idle_seconds_setting
 from ..stores.transcript import JSON_PREFIX
 from .base import Action, Change, one
+from .files import move_without_loss
 from .rowcopy import exact_select, quote
 from .session_rows import message_facts
 
@@ -87,8 +91,8 @@ def row_values(data: dict, columns: tuple[str, ...]) -> tuple[dict, list[str]]:
             value = str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
         elif name in JSON_FIELDS and not isinstance(value, str):
             value = json.dumps(value, ensure_ascii=False)
-        elif name in INT_FIELDS:
-            value = int(value) if isinstance(value, (int, bool)) else None
+        elif name in INT_FIELDS:  # SQLite integers are 64-bit: a bigger one is not kept
+            value = int(value) if isinstance(value, (int, bool)) and -2**63 <= value < 2**63 else None
         if value is None or name not in columns:
             dropped.append(name)
             continue
@@ -155,9 +159,10 @@ class ImportAnalysis:
         return [len(self.alignment.rows), hashlib.sha256(h.encode()).hexdigest()]
 
 
-def analyse(conn: sqlite3.Connection, caps, session_id: str, path: Path) -> ImportAnalysis:
-    """Read the file and align it with the session's rows (read-only)."""
-    parsed = jsonl.read_file(path, session_id)
+def analyse(conn: sqlite3.Connection, caps, session_id: str, path: Path, store_path) -> ImportAnalysis:
+    """Read the file (``store_path``: the store's ``state.db``, never opened as a
+    file) and align it with the session's rows (read-only)."""
+    parsed = jsonl.read_file(path, session_id, store_path=store_path)
     rows = jsonl.store_rows(conn, caps, session_id)
     exists = bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
     times, inferred = jsonl.message_times(parsed.messages, parsed.mtime)
@@ -181,7 +186,7 @@ class ImportJsonlTranscript(Action):
     def plan(self, ctx, finding):
         sid = finding.session_id
         path = jsonl_path(ctx.store, sid) or Path(ctx.store.profile.sessions_dir) / ".invalid-session-id.jsonl"
-        a = analyse(ctx.conn, ctx.caps, sid, path)
+        a = analyse(ctx.conn, ctx.caps, sid, path, ctx.store.path)
         parsed, rows, ops = a.file, a.alignment.rows, a.operations
         moves = not ctx.caps.has("messages", "active")
         columns = ctx.caps.columns("messages")
@@ -228,8 +233,12 @@ class ImportJsonlTranscript(Action):
         for name, count in sorted(dropped.items()):
             notes.append(f"Field '{name}' of {count} line(s) is not kept: this store has no such column "
                          "(or the value is of the wrong kind).")
-        if a.inferred_times and imported:
-            notes.append(f"{a.inferred_times} line(s) carry no usable timestamp: each takes the previous message's time.")
+        untimed = [parsed.messages[i].number for i in imported
+                   if jsonl.parse_time(parsed.messages[i].data.get("timestamp")) is None]
+        if untimed:
+            notes.append(f"{len(untimed)} line(s) carry no usable timestamp (line "
+                         + ", ".join(map(str, untimed[:10])) + (" …" if len(untimed) > 10 else "")
+                         + "): each takes the previous message's time.")
         bad = [{"line": b.number, "problem": b.problem} for b in parsed.bad]
         if bad:
             notes.append(f"{len(bad)} bad line(s) are not imported: "
@@ -283,13 +292,13 @@ class ImportJsonlTranscript(Action):
 
     def state(self, conn, caps, plan):
         path = Path(plan.params["path"])
-        a = analyse(conn, caps, plan.session_id, path)
-        return {"file": jsonl.file_identity(path), "session_exists": a.session_exists, "rows": a.digest(),
-                "messages": message_facts(conn, caps, plan.session_id)}
+        a = analyse(conn, caps, plan.session_id, path, plan.store_path)
+        return {"file": jsonl.file_identity(path, store_path=plan.store_path), "session_exists": a.session_exists,
+                "rows": a.digest(), "messages": message_facts(conn, caps, plan.session_id)}
 
     def write(self, conn, caps, plan):
         p, sid = plan.params, plan.session_id
-        a = analyse(conn, caps, sid, Path(p["path"]))
+        a = analyse(conn, caps, sid, Path(p["path"]), plan.store_path)
         ops = a.operations
         imported = [a.file.messages[i].number for op, i in ops if op == "insert"]
         superseded = [a.alignment.rows[j].id for op, j in ops if op == "copy"]
@@ -336,7 +345,7 @@ class ImportJsonlTranscript(Action):
 
     def verify(self, conn, caps, plan):
         p = plan.params
-        a = analyse(conn, caps, plan.session_id, Path(p["path"]))
+        a = analyse(conn, caps, plan.session_id, Path(p["path"]), plan.store_path)
         if a.missing:
             return f"{len(a.missing)} message(s) of the file are still missing"
         expected = p["rows_before"] + len(p["imported"]) + (0 if p["moves"] else len(p["superseded"]))
@@ -355,14 +364,36 @@ class ImportJsonlTranscript(Action):
         if p["bad_lines"]:
             notes.append("bad lines not imported: " + ", ".join(str(b["line"]) for b in p["bad_lines"][:20]))
         if getattr(settings, "HERMES_ARCHIVE_IMPORTED_JSONL", False):
-            source = Path(p["path"])
-            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-            target = archive_dir() / "jsonl" / stamp / plan.profile / "sessions" / source.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if source.exists() and not target.exists():
-                shutil.move(str(source), str(target))
-                notes.append(f"{source.name} archived to {target}")
+            notes.append(self._archive(plan, Path(p["path"])))
         return "; ".join(notes)
+
+    @staticmethod
+    def _archive(plan, source: Path) -> str:
+        """Move the imported file into the archive, but only the very file the plan
+        (and so the import) was made from: its identity (size, mtime, sha256) must
+        still equal the plan's guard, re-checked on the archived copy too, since an
+        agent diverting turns may append between the import's COMMIT and the move.
+        A changed file stays (or is put back) in ``sessions/``, for the next run."""
+        guard = (plan.guard or {}).get("file")
+        if guard is None or jsonl.file_identity(source, store_path=plan.store_path) != guard:
+            return (f"{source.name} not archived: it changed after the import was planned (a turn may have been "
+                    "diverted into it); it stays in place for the next run")
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+        target = archive_dir() / "jsonl" / stamp / plan.profile / "sessions" / source.name
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            final = move_without_loss(source, target)
+        except OSError as exc:
+            return f"{source.name} not archived ({exc}); it stays in place"
+        if jsonl.file_identity(final, store_path=plan.store_path) == guard:
+            return f"{source.name} archived to {final}"
+        try:  # appended to during the move itself: put it back unless the name was taken meanwhile
+            if source.exists() or source.is_symlink():
+                raise FileExistsError(f"{source.name} exists again")
+            move_without_loss(final, source)
+        except OSError as exc:
+            return f"{source.name} changed while it was being archived ({exc}): check {final} by hand"
+        return f"{source.name} not archived: it changed while it was being archived; put back in place"
 
 
 def _same_row(conn, columns: list[str], old: int, new: int) -> None:

@@ -241,7 +241,7 @@ class JsonlGap:
 def jsonl_gap(ctx, files: SessionFiles) -> JsonlGap:
     """The file of ``files`` aligned with its session's rows (memoized per pass)."""
     def compute():
-        parsed = jsonl.read_file(files.jsonl, files.session_id)
+        parsed = jsonl.read_file(files.jsonl, files.session_id, store_path=ctx.store.path)
         rows = jsonl.store_rows(ctx.conn, ctx.caps, files.session_id) if parsed.messages else []
         return JsonlGap(parsed, len(rows), jsonl.align(parsed.messages, rows))
 

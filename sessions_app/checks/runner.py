@@ -31,7 +31,9 @@ class StoreReport:
 
     ``status``: ``ok`` | ``busy`` | ``unreadable`` | ``corrupt`` | ``missing``;
     ``error``: plain-language reason when not ok; ``findings`` in catalog order;
-    ``notes``: remarks about checks that could not look at something.
+    ``notes``: remarks about checks that could not look at something;
+    ``failed_checks``: codes of checks that raised (their note says why): the report
+    is incomplete, which heal runs treat as an error (exit 2), never as "healthy".
     """
 
     profile: str
@@ -41,6 +43,7 @@ class StoreReport:
     error: str | None = None
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Findings per severity: ``{"critical": n, "warning": n, "info": n}``."""
@@ -54,6 +57,7 @@ class StoreReport:
             "profile": self.profile, "path": self.path, "status": self.status,
             "schema_version": self.schema_version, "error": self.error,
             "findings": [f.to_dict() for f in self.findings], "notes": list(self.notes),
+            "failed_checks": list(self.failed_checks),
         }
 
 
@@ -170,10 +174,12 @@ def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now
                 _fail(report, exc)
                 continue  # other checks may still read undamaged parts
             report.notes.append(f"{check.code} could not run: {reason}")
+            report.failed_checks.append(check.code)
             continue
         except Exception as exc:  # a value of an unexpected type in a damaged store
             log.exception("check %s failed on %s", check.code, store.path)
             report.notes.append(f"{check.code} could not run: {exc.__class__.__name__}: {exc}")
+            report.failed_checks.append(check.code)
             continue
         if check.code == "store_corrupt" and found:
             # quick_check's finding says more than a failed read: it replaces it.

@@ -100,7 +100,7 @@ class HealRunCommand(StoreCommand):
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
             return
         for prof in report["profiles"]:
-            if prof["status"] == "ok" and not prof["findings"] and not prof["actions"]:
+            if prof["status"] == "ok" and not prof["error"] and not prof["findings"] and not prof["actions"]:
                 continue
             head = f"{prof['profile']} ({prof['path']}): {prof['status']}"
             if prof["error"]:

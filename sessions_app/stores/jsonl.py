@@ -16,8 +16,12 @@ Line kinds (:class:`JsonlLine`):
 - ``meta``: ``session_meta`` bookkeeping (never a message; may name the source);
 - ``skipped``: ``system`` lines (Hermes keeps the system prompt on the session row);
 - ``bad``: broken JSON, a value that is not an object (a bare string), no role or an
-  unknown role, or a ``session_id`` naming another session. Reported with its
-  1-based line number, never imported.
+  unknown role, a ``session_id`` naming another session, or a value no store or page
+  can take: nesting deeper than :data:`MAX_DEPTH` (the parser, or any recursive reader
+  after it, would hit Python's recursion limit) or a lone surrogate (``"\\ud800"`` is
+  valid JSON but cannot be encoded as UTF-8, so SQLite and the page would both
+  fail). Reported with its 1-based line number, never imported; one odd line never
+  stops the others (the check, the import and the pages all read the same lines).
 
 Matching (issue 4): a JSONL message and a store row are the same message when
 role, content, tool call id and tool calls are equal (structured content and tool
@@ -27,17 +31,24 @@ while the store row has it). Matching is ordered: the longest common subsequence
 of the file's messages and the session's rows in ``messages.id`` order (ground
 rule 10), every row counted (rewound and compacted rows are still in the store).
 
-Plain file I/O here touches only the ``.jsonl`` file, never ``state.db`` (rule 5).
+Plain file I/O here touches only the ``.jsonl`` file, never ``state.db`` (rule 5):
+:func:`open_transcript` opens regular files only, without following a symlink
+(``O_NOFOLLOW``), and never a file that is the store's ``state.db``, ``-wal`` or
+``-shm`` under another name (same device and inode, checked with ``stat`` before
+opening), so a ``sessions/<id>.jsonl`` planted as a link can neither make this
+process drop its SQLite locks nor show an arbitrary file on a page.
 """
 
 from __future__ import annotations
 
 import bisect
 import datetime as dt
+import errno
 import hashlib
 import json
 import os
 import sqlite3
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +60,9 @@ SKIP_ROLES = ("system",)
 # Epoch seconds outside this window are not message times (reference 3.2
 # ``_coerce_timestamp``; 10.21 garbage timestamps): 2000-01-01 .. far future.
 SANE_EPOCH = (946_684_800.0, 4_102_444_800.0)
+# Deeper JSON is never a message (structured content and tool calls nest a few
+# levels), and recursive readers (masking, rendering) must stay far from the limit.
+MAX_DEPTH = 64
 
 
 @dataclass
@@ -75,6 +89,11 @@ def classify(number: int, raw: bytes, session_id: str | None = None) -> JsonlLin
         obj = json.loads(text.decode("utf-8", "replace"))
     except ValueError:
         return JsonlLine(number, "bad", None, "broken JSON")
+    except RecursionError:
+        return JsonlLine(number, "bad", None, f"nested deeper than {MAX_DEPTH} levels")
+    odd = _unusable(obj)
+    if odd:
+        return JsonlLine(number, "bad", None, odd)
     if not isinstance(obj, dict):
         kind = {str: "a bare string", list: "a list"}.get(type(obj), f"a bare {type(obj).__name__}")
         return JsonlLine(number, "bad", obj, f"not a JSON object ({kind})")
@@ -93,13 +112,70 @@ def classify(number: int, raw: bytes, session_id: str | None = None) -> JsonlLin
     return JsonlLine(number, "message", obj)
 
 
-def iter_lines(path: Path, session_id: str | None = None):
-    """Classified non-blank lines of ``path``, streamed. Raises OSError if unreadable."""
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            line = classify(number, raw, session_id)
-            if line is not None:
-                yield line
+def _unusable(obj) -> str:
+    """Why a parsed line cannot be kept ('' when it can): too deep, or a string (key
+    or value) with a lone surrogate. Walked without recursion."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"nested deeper than {MAX_DEPTH} levels"
+        if isinstance(value, dict):
+            stack.extend((k, depth) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a lone surrogate (\\ud800-\\udfff escape) that is not valid text"
+    return ""
+
+
+class UnsafeFile(OSError):
+    """A transcript path that must not be opened (not a regular file, or the store itself)."""
+
+
+def store_inodes(store_path) -> set[tuple[int, int]]:
+    """``(device, inode)`` of ``state.db``, ``-wal`` and ``-shm`` (``stat`` only, no descriptor)."""
+    found = set()
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            st = os.stat(f"{store_path}{suffix}")
+        except OSError:
+            continue
+        found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def open_transcript(path: Path, store_path):
+    """``path`` opened for binary reading, if it is a regular file that is not one of
+    the store's files (``store_path``: its ``state.db``); raises OSError (``UnsafeFile``
+    for a refused file). Checked with ``lstat`` before any descriptor exists, opened
+    with ``O_NOFOLLOW``, and re-checked with ``fstat`` against a swap in between."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFile(errno.EPERM, "not a regular file (a symlink, folder or device is never followed)")
+    if (st.st_dev, st.st_ino) in store_inodes(store_path):
+        raise UnsafeFile(errno.EPERM, "it is the store's own database file under another name; never opened")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+            raise UnsafeFile(errno.EPERM, "the file was replaced while it was being opened")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` itself (not a symlink's target) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 @dataclass
@@ -129,13 +205,14 @@ class JsonlFile:
         return None
 
 
-def read_file(path: Path, session_id: str | None = None) -> JsonlFile:
-    """Read and classify ``path``; an unreadable file gives ``error`` and no lines."""
+def read_file(path: Path, session_id: str | None = None, *, store_path) -> JsonlFile:
+    """Read and classify ``path`` (:func:`open_transcript`; ``store_path`` is the
+    store's ``state.db``); an unreadable or refused file gives ``error`` and no lines."""
     result = JsonlFile(Path(path))
     digest = hashlib.sha256()
     try:
-        st = os.stat(path)
-        with open(path, "rb") as fh:
+        with open_transcript(path, store_path) as fh:
+            st = os.fstat(fh.fileno())
             for number, raw in enumerate(fh, start=1):
                 digest.update(raw)
                 line = classify(number, raw, session_id)
@@ -149,11 +226,12 @@ def read_file(path: Path, session_id: str | None = None) -> JsonlFile:
     return result
 
 
-def file_identity(path: Path) -> list | None:
-    """``[size, mtime_ns, sha256]`` of a file, or None when it is gone (plan guards)."""
+def file_identity(path: Path, *, store_path) -> list | None:
+    """``[size, mtime_ns, sha256]`` of a transcript, or None when it is gone or refused
+    (:func:`open_transcript`); plan guards and archiving compare it."""
     try:
-        st = os.stat(path)
-        with open(path, "rb") as fh:
+        with open_transcript(path, store_path) as fh:
+            st = os.fstat(fh.fileno())
             digest = hashlib.file_digest(fh, "sha256").hexdigest()
     except OSError:
         return None
@@ -309,21 +387,24 @@ def align(lines: list[JsonlLine], rows: list[StoreRow]) -> Alignment:
 def parse_time(value) -> float | None:
     """Epoch seconds from a line's ``timestamp``: a number, a numeric string, or an ISO
     8601 text (naive times are local, as Python's ``datetime.now()`` wrote them).
-    None when absent or outside the sane epoch window."""
+    None when absent, unusable or outside the sane epoch window: never raises, since
+    the check, the plan and the import all call it on every line (an integer too
+    large for a float, a year datetime cannot place, NaN are just "no timestamp":
+    the message keeps its content and takes its neighbour's time, said in the plan)."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        try:
-            seconds = float(text)
-        except ValueError:
+    try:
+        if isinstance(value, (int, float)):
+            seconds = float(value)
+        elif isinstance(value, str) and value.strip():
+            text = value.strip()
             try:
-                seconds = dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+                seconds = float(text)
             except ValueError:
-                return None
-    else:
+                seconds = dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        else:
+            return None
+    except (ValueError, OverflowError, OSError):
         return None
     if seconds > 1e11:  # milliseconds
         seconds /= 1000.0

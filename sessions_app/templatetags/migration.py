@@ -3,6 +3,7 @@
 from django import template
 
 from ..actions.transcripts import jsonl_path
+from ..stores import jsonl
 
 register = template.Library()
 
@@ -10,9 +11,9 @@ register = template.Library()
 @register.simple_tag
 def jsonl_copy(store, session_id) -> str:
     """File name of the session's ``sessions/<id>.jsonl`` when one exists, else ''
-    (a ``stat`` of that one file; nothing is read)."""
+    (an ``lstat`` of that one file, a symlink is not one; nothing is read)."""
     path = jsonl_path(store, session_id)
-    return path.name if path is not None and path.is_file() else ""
+    return path.name if path is not None and jsonl.is_regular(path) else ""
 
 
 @register.simple_tag

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from django.contrib import messages as flash
 from django.core import signing
@@ -21,6 +21,7 @@ from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest
 from ..models import HealRun
+from ..secrets import mask, mask_value, masking_for
 from ..stores import liveness
 from ..stores import registry
 from .common import require_perm, store_view
@@ -113,6 +114,17 @@ def _finding_for(store, session_id, code):
     return None
 
 
+def _masked(finding, plan):
+    """Display copies with store and file text masked (titles in a move's notes and
+    changes, bad-line snippets of a JSONL file); the signed token keeps the real plan."""
+    finding = replace(finding, detail=mask(finding.detail))
+    if plan is not None:
+        plan = replace(plan, summary=mask(plan.summary), blocked=mask(plan.blocked),
+                       params={**plan.params, "notes": mask_value(plan.params.get("notes") or [])},
+                       changes=[replace(c, before=mask_value(c.before), after=mask_value(c.after)) for c in plan.changes])
+    return finding, plan
+
+
 @require_GET
 @require_perm("view_dashboard")
 @store_view
@@ -132,6 +144,8 @@ def repair_preview(request, store, session_id):
                 live = verdict if verdict.verdict != "not_live" else None
         if plan is not None:
             token = signing.dumps(asdict(plan), salt=PLAN_SALT, compress=True)
+    if finding is not None and masking_for(request.user):
+        finding, plan = _masked(finding, plan)
     permission = ACTIONS[plan.action].permission if plan is not None else "run_heal"
     return render(request, "sessions/repair.html", {
         "store": store, "session_id": session_id, "check": CHECKS[code], "finding": finding,

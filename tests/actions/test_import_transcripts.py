@@ -293,3 +293,177 @@ def test_a_write_between_plan_and_apply_is_never_overwritten(aged_home):
     outcome = Applier(actor_label="test").apply(s, plan)
     assert outcome.status == "skipped" and "changed since it was planned" in outcome.reason
     assert transcript(s, SID) == expected(KEPT) + [("user", "late")]
+
+
+# --------------------------------------------------------------------------- odd lines (review of issue 4)
+
+DEEP = "[" * 5000 + "]" * 5000              # the parser itself hits the recursion limit
+NESTED = '{"role": "user", "content": ' + "[" * 70 + '"x"' + "]" * 70 + "}"  # parses, still too deep
+SURROGATE = '{"role": "user", "content": "half a character: \\ud800"}'
+HUGE_TS = '{"role": "assistant", "content": "a huge timestamp", "timestamp": 1' + "0" * 400 + "}"
+
+
+def test_classify_and_parse_time_never_raise_on_odd_lines():
+    from sessions_app.stores import jsonl
+
+    assert jsonl.classify(4, DEEP.encode()).kind == "bad"
+    assert jsonl.classify(4, DEEP.encode()).problem == "nested deeper than 64 levels"
+    assert jsonl.classify(5, NESTED.encode()).problem == "nested deeper than 64 levels"
+    odd = jsonl.classify(6, SURROGATE.encode())
+    assert (odd.number, odd.kind) == (6, "bad") and "lone surrogate" in odd.problem
+    assert jsonl.classify(7, b'{"role": "user", "\\udfff": 1}').kind == "bad"  # in a key too
+    assert jsonl.classify(8, HUGE_TS.encode()).kind == "message"
+    for value in (10**400, "1" + "0" * 400, "9999-99-99", "0001-01-01T00:00:00", float("nan"), float("inf"), [1]):
+        assert jsonl.parse_time(value) is None
+
+
+def test_odd_lines_are_bad_lines_and_the_good_ones_are_imported(aged_home):
+    """Deep nesting, a lone surrogate and a 400-digit timestamp once crashed the check
+    (reduced to a note: exit 0, nothing imported, every night) and the pages."""
+    s = store(aged_home, "default")
+    write_session(s, "default", KEPT)
+    lines = [EARLIER[0], DEEP, SURROGATE, HUGE_TS, NESTED, dict(EARLIER[3], token_count=10**30), *KEPT]
+    write_jsonl(s, SID, lines)
+    [f] = findings(s)
+    assert [b["line"] for b in f.evidence["bad_lines"]] == [2, 3, 5]
+    assert "line 2: nested deeper than 64 levels" in f.detail and "line 3: a lone surrogate" in f.detail
+    with s.read() as conn:
+        plan = plan_for(s, conn, s.capabilities(conn), f)
+    assert plan.params["imported"] == [1, 4, 6]
+    assert any("3 line(s) carry no usable timestamp (line 1, 4, 6)" in n for n in plan.params["notes"])
+    assert any("Field 'token_count' of 1 line(s) is not kept" in n for n in plan.params["notes"])
+
+    code, report = heal("--profile", "default", "--only", "transcript_on_disk_only", "--apply", "--json")
+    [done] = actions(report, "default")
+    assert done["status"] == "applied" and "bad lines not imported: 2, 3, 5" in done["reason"], done
+    assert code == 0 and profile_entry(report, "default")["error"] is None
+    assert transcript(s, SID) == expected([EARLIER[0], {"role": "assistant", "content": "a huge timestamp"},
+                                           EARLIER[3]] + KEPT)
+
+
+def test_a_check_that_crashes_makes_the_run_exit_2(aged_home, monkeypatch):
+    """A crashed check is no longer only a note nobody reads: the profile entry gets an
+    error and the command exits 2 (its findings are unknown), other profiles still pass."""
+    from sessions_app.checks.files import TranscriptOnDiskOnly
+
+    def boom(self, ctx):
+        raise RuntimeError("an unexpected value")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(TranscriptOnDiskOnly, "run", boom)
+    code, report = heal("--profile", "default", "--only", "transcript_on_disk_only", "--json")
+    entry = profile_entry(report, "default")
+    assert code == 2 and entry["status"] == "ok"
+    assert entry["error"] == "check(s) could not run: transcript_on_disk_only could not run: RuntimeError: an unexpected value"
+    code, text = heal("--profile", "default", "--only", "transcript_on_disk_only")
+    assert code == 2 and "transcript_on_disk_only could not run" in text
+
+
+def test_a_turn_diverted_after_the_import_is_not_archived_unimported(aged_home, settings, monkeypatch):
+    """Archiving compares the file with the plan's guard first: a line appended between
+    the import's COMMIT and the archiving keeps the file in place, for the next run."""
+    from sessions_app.actions.transcripts import ImportJsonlTranscript
+
+    settings.HERMES_ARCHIVE_IMPORTED_JSONL = True
+    s = store(aged_home, "default")
+    write_session(s, "default", KEPT)
+    path = write_jsonl(s, SID, EARLIER + KEPT)
+    verify = ImportJsonlTranscript.verify
+    late = json.dumps({"role": "user", "content": "diverted after the commit"}) + "\n"
+
+    def verify_then_divert(self, conn, caps, plan):
+        problem = verify(self, conn, caps, plan)
+        with open(path, "a", encoding="utf-8") as fh:  # an agent diverts a turn right now
+            fh.write(late)
+        return problem
+
+    monkeypatch.setattr(ImportJsonlTranscript, "verify", verify_then_divert)
+    code, report = heal("--profile", "default", "--only", "transcript_on_disk_only", "--apply", "--json")
+    [done] = actions(report, "default")
+    assert done["status"] == "applied" and "not archived: it changed after the import was planned" in done["reason"]
+    assert path.read_text(encoding="utf-8").endswith(late)  # still in sessions/, with the diverted line
+    assert not (settings.DATA_DIR / "archive").exists() or not list((settings.DATA_DIR / "archive").rglob("*.jsonl"))
+    [f] = findings(s)  # the diverted line is still to import
+    assert f.count == 1
+
+
+def test_a_turn_appended_during_the_archive_move_puts_the_file_back(aged_home, settings, monkeypatch):
+    from sessions_app.actions import transcripts
+
+    settings.HERMES_ARCHIVE_IMPORTED_JSONL = True
+    s = store(aged_home, "default")
+    write_session(s, "default", KEPT)
+    path = write_jsonl(s, SID, EARLIER + KEPT)
+    real = transcripts.move_without_loss
+    late = json.dumps({"role": "user", "content": "appended through an open descriptor"}) + "\n"
+
+    def move_while_appending(source, target):
+        final = real(source, target)
+        if source == path:
+            with open(final, "a", encoding="utf-8") as fh:  # the agent's descriptor follows the inode
+                fh.write(late)
+        return final
+
+    monkeypatch.setattr(transcripts, "move_without_loss", move_while_appending)
+    code, report = heal("--profile", "default", "--only", "transcript_on_disk_only", "--apply", "--json")
+    [done] = actions(report, "default")
+    assert done["status"] == "applied" and "changed while it was being archived; put back in place" in done["reason"]
+    assert path.read_text(encoding="utf-8").endswith(late)
+    assert not list((settings.DATA_DIR / "archive").rglob("*.jsonl"))
+
+
+def _opened(monkeypatch):
+    """Record every path Python code opens (builtins.open and os.open)."""
+    import builtins
+
+    seen = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def spy_open(file, *args, **kwargs):
+        seen.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    def spy_os_open(path, *args, **kwargs):
+        seen.append(str(path))
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    return seen
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+def test_a_transcript_linked_to_the_store_is_never_opened(aged_home, monkeypatch, link):
+    """``sessions/<id>.jsonl`` as a symlink or a hard link to ``state.db``: neither the
+    check nor the import action opens it as a plain file (ground rule 5)."""
+    from sessions_app.stores import jsonl
+
+    s = store(aged_home, "default")
+    s.profile.sessions_dir.mkdir(exist_ok=True)
+    path = s.profile.sessions_dir / f"{SID}.jsonl"
+    (os.symlink if link == "symlink" else os.link)(s.path, path)
+    store_inode = os.stat(s.path).st_ino
+    seen = _opened(monkeypatch)
+    assert not findings(s)
+    parsed = jsonl.read_file(path, SID, store_path=s.path)
+    assert parsed.error and not parsed.messages and jsonl.file_identity(path, store_path=s.path) is None
+    assert "not a regular file" in parsed.error if link == "symlink" else "store's own database file" in parsed.error
+    opened = [p for p in seen if os.path.exists(p) and os.stat(p).st_ino == store_inode]
+    assert opened == []
+
+
+def test_a_symlinked_transcript_swapped_in_after_planning_is_not_imported(aged_home, tmp_path):
+    """The import action reads through the same guard: a regular file planned, then
+    replaced by a symlink to another file, is skipped as changed, nothing written."""
+    s = store(aged_home, "default")
+    write_session(s, "default", KEPT)
+    path = write_jsonl(s, SID, EARLIER + KEPT)
+    with s.read() as conn:
+        [f] = findings(s)
+        plan = plan_for(s, conn, s.capabilities(conn), f)
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    outcome = Applier(actor_label="test").apply(s, plan)
+    assert outcome.status == "skipped" and "changed since it was planned" in outcome.reason
+    assert transcript(s, SID) == expected(KEPT)

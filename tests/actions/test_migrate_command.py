@@ -93,3 +93,20 @@ def test_the_lock_is_shared_with_heal_runs(legacy_home):
         code, text = migrate("--all-profiles", "--apply")
     assert code == 2 and "another heal run is in progress" in text and "run #9 by cron" in text
     assert transcript(store(legacy_home, "default"), SID) == expected(KEPT)
+
+
+def test_odd_lines_no_longer_hide_the_file_from_the_nightly_run(aged_home):
+    """A line nested too deep and a lone surrogate crashed the check (a note only: exit
+    0 and nothing imported, every night); now they are bad lines and the rest imports."""
+    from .test_import_transcripts import DEEP, SURROGATE
+
+    s = store(aged_home, "default")
+    write_session(s, "default", KEPT)
+    write_jsonl(s, SID, EARLIER[:3] + [DEEP, SURROGATE] + EARLIER[3:] + KEPT)
+    code, report = migrate("--all-profiles", "--json")
+    [finding] = profile_entry(report, "default")["findings"]
+    assert code == 1 and finding["count"] == len(EARLIER) and "line 4: nested deeper" in finding["detail"]
+    code, report = migrate("--all-profiles", "--apply", "--json")
+    entry = profile_entry(report, "default")
+    assert code == 0 and entry["findings"] == [] and entry["error"] is None
+    assert transcript(s, SID) == expected(EARLIER + KEPT)

@@ -322,3 +322,158 @@ def test_a_plan_naming_another_target_is_refused_at_apply(aged_home):
     outcome = Applier(actor_label="test").apply(src, plan)
     assert outcome.status == "failed" and "invalid plan" in outcome.reason
     assert exists(src, sid) and not exists(store(aged_home, "ops"), sid)
+
+
+# --------------------------------------------------------------------------- review of issue 4: ordering, audit, identity
+
+def _plan(src, sid):
+    with src.read() as conn:
+        [f] = [f for f in run_store_checks(src, only=["owner_mismatch"]).findings if f.session_id == sid]
+        return plan_for(src, conn, src.capabilities(conn), f)
+
+
+def _apply(src, plan):
+    from sessions_app.actions.engine import Applier
+    return Applier(actor_label="test").apply(src, plan)
+
+
+def test_the_copy_is_verified_before_commit_and_audited_per_store(aged_home, monkeypatch):
+    """A copy that does not match the source is rolled back inside the target's
+    transaction (never committed); the target's event says so, and on a good move
+    each store's event counts its own rows: copied there, deleted here."""
+    from sessions_app.actions.move import MoveToOwnerStore
+
+    src, dst = store(aged_home, "default"), store(aged_home, "ops")
+    sid = ids("default")["long"]
+    rekey(src, sid, "agent:ops:telegram:dm:4711")
+    copy = MoveToOwnerStore._copy
+
+    def copy_then_garble(self, s, caps, d, tcaps, plan, to_copy):
+        n = copy(self, s, caps, d, tcaps, plan, to_copy)
+        d.execute("UPDATE messages SET content = 'garbled' WHERE id = (SELECT MAX(id) FROM messages WHERE session_id = ?)",
+                  (sid,))
+        return n
+
+    monkeypatch.setattr(MoveToOwnerStore, "_copy", copy_then_garble)
+    outcome = _apply(src, _plan(src, sid))
+    assert outcome.status == "failed" and outcome.reason.startswith(f"verify: the messages of {sid} differ")
+    assert not exists(dst, sid) and exists(src, sid)
+    event = AuditEvent.objects.get(action="move_to_owner_store", profile="ops")
+    assert (event.outcome, event.rows_changed) == ("failed", 0)
+    assert event.reason.startswith("verify before COMMIT") and "rolled back" in event.reason
+
+    monkeypatch.setattr(MoveToOwnerStore, "_copy", copy)
+    AuditEvent.objects.all().delete()
+    [(messages,)] = rows(src, "SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,))
+    prompts_before = rows(dst, "SELECT COUNT(*) FROM system_prompts")[0][0] if "system_prompts" in [
+        r[0] for r in rows(dst, "SELECT name FROM sqlite_master WHERE type = 'table'")] else None
+    outcome = _apply(src, _plan(src, sid))
+    assert outcome.status == "applied", outcome.reason
+    events = {e.profile: e for e in AuditEvent.objects.filter(action="move_to_owner_store")}
+    prompts = (rows(dst, "SELECT COUNT(*) FROM system_prompts")[0][0] - prompts_before) if prompts_before is not None else 0
+    assert events["ops"].rows_changed == 1 + messages + prompts  # the session row, its messages, prompt rows
+    assert events["default"].rows_changed == 1 + messages + prompts  # deleted here: the same rows
+    assert events["default"].rows_changed == outcome.rows_changed
+    assert f"{messages + 1 + prompts} row(s) copied there" in outcome.reason
+
+
+def test_a_copy_that_raises_completes_the_target_event(aged_home, monkeypatch):
+    from sessions_app.actions.move import MoveToOwnerStore
+
+    src, dst = store(aged_home, "default"), store(aged_home, "ops")
+    sid = ids("default")["long"]
+    rekey(src, sid, "agent:ops:telegram:dm:4711")
+
+    def broken(*args):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(MoveToOwnerStore, "_copy", broken)
+    outcome = _apply(src, _plan(src, sid))
+    assert outcome.status == "failed" and "disk I/O error" in outcome.reason
+    event = AuditEvent.objects.get(action="move_to_owner_store", profile="ops")
+    assert event.outcome == "failed" and event.reason == "nothing written: OperationalError: disk I/O error"
+    assert not exists(dst, sid) and exists(src, sid)
+
+
+def test_the_copy_reads_one_snapshot_of_the_source_and_files_move_after_the_delete(aged_home, monkeypatch):
+    """A message an agent appends to the source while the copy runs is not half-copied
+    (the copy reads the snapshot the plan was checked against); the source delete then
+    sees the change and keeps the session, and its files stay where it stays."""
+    from sessions_app.actions.move import MoveToOwnerStore
+
+    src, dst = store(aged_home, "default"), store(aged_home, "ops")
+    sid = ids("default")["long"]
+    rekey(src, sid, "agent:ops:telegram:dm:4711")
+    (src.profile.sessions_dir / f"{sid}.json").write_text("{}")
+    cols = common_message_columns(src, dst)
+    before = message_values(src, sid, cols)
+    copy = MoveToOwnerStore._copy
+
+    def late_write_then_copy(self, s, caps, d, tcaps, plan, to_copy):
+        with damage(src) as db:  # an agent writes while the copy is under way
+            db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', 'late', 1.7e9)",
+                       (sid,))
+        return copy(self, s, caps, d, tcaps, plan, to_copy)
+
+    monkeypatch.setattr(MoveToOwnerStore, "_copy", late_write_then_copy)
+    plan = _plan(src, sid)
+    assert plan.params["files"] == {sid: [f"{sid}.json"]}
+    outcome = _apply(src, plan)
+    assert outcome.status == "skipped" and "changed in default after it was copied" in outcome.reason
+    assert message_values(dst, sid, cols) == before  # the snapshot, not a mix
+    assert message_values(src, sid, cols)[:-1] == before and exists(src, sid)
+    assert (src.profile.sessions_dir / f"{sid}.json").exists()
+    assert not (dst.profile.sessions_dir / f"{sid}.json").exists()
+
+
+@pytest.mark.parametrize("change", [None, "row", "usage"])
+def test_only_an_identical_copy_finishes_an_interrupted_move(aged_home, monkeypatch, change):
+    """A same-id session in the target finishes an interrupted move only when it is
+    exactly the copy the move writes: messages, the whole session row (but title,
+    owner and parent) and the usage rows; anything else is an id_collision."""
+    from sessions_app.actions.move import MoveToOwnerStore
+
+    src, dst = store(aged_home, "default"), store(aged_home, "edge")
+    sid = ids("default")["long"]
+    rekey(src, sid, "agent:edge:telegram:dm:4711")
+    with damage(src) as db:
+        db.execute("INSERT INTO session_model_usage (session_id, model, api_call_count, input_tokens) "
+                   "VALUES (?, 'gpt-x', 3, 1200)", (sid,))
+
+    def interrupted(*args):
+        raise sqlite3.OperationalError("killed before the delete")
+
+    monkeypatch.setattr(MoveToOwnerStore, "_delete", staticmethod(interrupted))
+    assert _apply(src, _plan(src, sid)).status == "failed"
+    monkeypatch.undo()
+    assert exists(src, sid) and exists(dst, sid)
+    with damage(dst) as db:  # same messages, source and start time; something else differs
+        if change == "row":
+            db.execute("UPDATE sessions SET end_reason = 'user_exit' WHERE id = ?", (sid,))
+        elif change == "usage":
+            db.execute("UPDATE session_model_usage SET input_tokens = 99 WHERE session_id = ?", (sid,))
+    src_before = rows(src, "SELECT * FROM messages WHERE session_id = ?", (sid,))
+    plan = _plan(src, sid)
+    outcome = _apply(src, plan)
+    if change is None:
+        assert plan.params["finish"] == [sid] and outcome.status == "applied", outcome.reason
+        assert not exists(src, sid) and rows(dst, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]
+        return
+    what = "session row" if change == "row" else "usage rows"
+    assert plan.blocked.startswith(f"id_collision: {sid} already exists in edge") and what in plan.blocked
+    assert outcome.status == "skipped" and exists(src, sid)
+    assert rows(src, "SELECT * FROM messages WHERE session_id = ?", (sid,)) == src_before
+
+
+def test_column_names_are_quoted(aged_home):
+    """A store column whose name holds a double quote is named, not a syntax error."""
+    src, dst = store(aged_home, "default"), store(aged_home, "ops")
+    sid = ids("default")["long"]
+    rekey(src, sid, "agent:ops:telegram:dm:4711")
+    with damage(src) as db:
+        db.execute('ALTER TABLE messages ADD COLUMN "odd""col" TEXT')
+        db.execute('UPDATE messages SET "odd""col" = \'x\' WHERE session_id = ?', (sid,))
+    plan = _plan(src, sid)
+    assert not plan.blocked and any('messages.odd"col' in n for n in plan.params["notes"])
+    assert _apply(src, plan).status == "applied"
+    assert exists(dst, sid) and not exists(src, sid)

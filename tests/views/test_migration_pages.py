@@ -178,3 +178,130 @@ def test_colliding_ids_are_shown_side_by_side_and_never_merged(home):
     assert page.count('<section class="copy') == 2
     quiet = text(auditor.get(f"/p/default/s/{sid}/collision/"))
     assert "A different one" in quiet and "hello from ops" not in quiet
+
+
+# --------------------------------------------------------------------------- review of issue 4
+
+SECRET = "sk-ant-api03-" + "Q7" * 24  # an Anthropic-shaped key: masked as "[secret masked: Anthropic key]"
+
+
+def append_jsonl(sid, *lines):
+    path = registry.get("default").profile.sessions_dir / f"{sid}.jsonl"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("".join(line + "\n" for line in lines))
+    os.utime(path, (time.time() - DAY, time.time() - DAY))
+    return path
+
+
+def test_odd_jsonl_lines_are_bad_lines_on_every_page(home):
+    from tests.actions.test_import_transcripts import DEEP, HUGE_TS, SURROGATE
+
+    append_jsonl(LONG, DEEP, SURROGATE, HUGE_TS)  # lines 65, 66, 67
+    page = text(client_for("Admin").get("/p/default/migrate/"))
+    assert "line 65: nested deeper than 64 levels" in page and "line 66: a lone surrogate" in page
+    page = text(client_for("Operator").get(f"/p/default/s/{LONG}/jsonl/"))
+    assert "<li>line 65: nested deeper than 64 levels</li>" in page and "a huge timestamp" in page
+
+
+def test_a_plan_that_fails_is_shown_and_the_others_still_apply(home, monkeypatch):
+    from sessions_app.actions.transcripts import ImportJsonlTranscript
+
+    def broken(self, ctx, finding):
+        raise TypeError("an unexpected value in the file")
+
+    monkeypatch.setattr(ImportJsonlTranscript, "plan", broken)
+    page = text(client_for("Admin").get("/p/default/migrate/"))
+    assert "Not applicable now: planning failed: TypeError: an unexpected value in the file" in page
+    assert MOVED in page and "Apply 1 plan" in page
+    token = re.search(r'name="plans" value="([^"]+)"', page).group(1)
+    assert [p["action"] for p in signing.loads(token, salt="migration-plans")] == ["move_to_owner_store"]
+
+
+def test_a_linked_jsonl_is_never_followed_or_opened(home, tmp_path, monkeypatch):
+    """``sessions/<id>.jsonl`` as a symlink (to any file, or to state.db) is not
+    shown; as a hard link to state.db it is refused before any descriptor exists."""
+    import builtins
+
+    s = registry.get("default")
+    operator, admin = client_for("Operator"), client_for("Admin")
+    secret = tmp_path / "private.txt"
+    secret.write_text(json.dumps({"role": "user", "content": "the private file"}) + "\n")
+    path = s.profile.sessions_dir / f"{MOVED}.jsonl"
+    for link in (secret, s.path):
+        path.symlink_to(link)
+        assert operator.get(f"/p/default/s/{MOVED}/jsonl/").status_code == 404
+        assert f"/p/default/s/{MOVED}/jsonl/" not in text(operator.get(f"/p/default/s/{MOVED}/"))
+        assert "the private file" not in text(admin.get("/p/default/migrate/"))
+        path.unlink()
+    os.link(s.path, path)
+    opened, real_open, real_os_open = [], builtins.open, os.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k))
+    monkeypatch.setattr(os, "open", lambda f, *a, **k: opened.append(str(f)) or real_os_open(f, *a, **k))
+    page = text(operator.get(f"/p/default/s/{MOVED}/jsonl/"))
+    assert "The file cannot be read: UnsafeFile: it is the store&#x27;s own database file" in page
+    assert str(path) not in opened and str(s.path) not in opened
+
+
+def test_move_notes_and_bad_line_snippets_are_masked_for_auditors(home):
+    with damage(registry.get("default")) as db:
+        db.execute("UPDATE sessions SET title = ? WHERE id = ?", (f"deploy with {SECRET}", MOVED))
+    with damage(registry.get("ops")) as db:  # the title is taken there: the plan's note names it
+        db.execute("INSERT INTO sessions (id, source, started_at, title) VALUES ('20260101_000000_abcdef', 'cli', 1.7e9, ?)",
+                   (f"deploy with {SECRET}",))
+    append_jsonl(LONG, json.dumps({"role": SECRET, "content": "who am I"}))
+    admin = text(client_for("Admin").get("/p/default/migrate/"))
+    assert f"The title &#x27;deploy with {SECRET}&#x27; is taken in ops" in admin
+    assert f"unknown role &#x27;{SECRET[:40]}" in admin
+    auditor = client_for("Auditor")
+    page = text(auditor.get("/p/default/migrate/"))
+    assert "is taken in ops" in page and "unknown role" in page
+    assert "sk-ant" not in page and "[secret masked: Anthropic key]" in page
+    for url in (f"/p/default/s/{MOVED}/repair/?check=owner_mismatch", f"/p/default/s/{LONG}/repair/?check=transcript_on_disk_only"):
+        page = text(auditor.get(url))  # the repair preview shows the same notes, changes and finding
+        assert "[secret masked: Anthropic key]" in page and "sk-ant" not in page
+
+
+def test_excerpts_are_masked_before_they_are_cut(home, settings):
+    """A secret straddling the excerpt's end: cut first, its head no longer matches
+    the pattern and would show; masked first, nothing of it does."""
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    straddling = "x" * 290 + " " + SECRET
+    s = registry.get("default")
+    with damage(s) as db:
+        db.execute("UPDATE messages SET content = ? WHERE id = (SELECT MIN(id) FROM messages WHERE session_id = ?)",
+                   (straddling, LONG))
+    append_jsonl(LONG, json.dumps({"role": "user", "content": straddling}))
+    operator = client_for("Operator")
+    page = text(operator.get(f"/p/default/s/{LONG}/jsonl/"))
+    assert page.count("x" * 290) == 2 and "sk-an" not in page
+    sid = ids("default")["cli_main"]
+    with damage(registry.get("ops")) as db:
+        db.execute("INSERT INTO sessions (id, source, started_at, title) VALUES (?, 'cli', 1.7e9, 'A different one')", (sid,))
+        db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, 1.7e9)",
+                   (sid, "y" * 295 + SECRET))
+    page = text(operator.get(f"/p/default/s/{sid}/collision/"))
+    assert "y" * 295 in page and "sk-an" not in page
+
+
+def test_another_stores_read_error_is_reported_inline_on_the_collision_page(home):
+    """A damaged ops store no longer replaces default's collision page with an error
+    page about default: the copies that can be read are shown, ops is named inline."""
+    import sqlite3
+
+    sid = ids("default")["cli_main"]
+    ops = registry.get("ops")
+    with damage(ops) as db:
+        db.execute("INSERT INTO sessions (id, source, started_at, title) VALUES (?, 'cli', 1.7e9, 'A different one')", (sid,))
+    conn = sqlite3.connect(ops.path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    roots = [r for (r,) in conn.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'messages' "
+                                        "AND type IN ('table', 'index') AND rootpage > 0")]
+    conn.close()
+    with open(ops.path, "r+b") as fh:  # the messages pages are damaged, the schema and sessions are not
+        for root in roots:
+            fh.seek((root - 1) * size)
+            fh.write(b"\xff" * size)
+    page = text(client_for("Operator").get(f"/p/default/s/{sid}/collision/"))
+    assert "Fix the flaky build" in page and page.count('<section class="copy') == 1
+    assert re.search(r'id="unreadable-stores">\s*<li><a href="/p/ops/">ops</a>: corrupt: ', page)
