@@ -79,7 +79,31 @@ def _number(column: str) -> RawSQL:
                   f"THEN \"sessions\".\"{column}\" END", (), output_field=FloatField())
 
 
-def _activity(store: Store, caps):
+EFFECTIVE_ACTIVITY = "COALESCE(last_activity_at, started_at)"
+
+
+def indexed_activity(conn: sqlite3.Connection, caps) -> bool:
+    """Can the list order by the store's own ``idx_sessions_effective_activity``?
+
+    Newest stores index ``COALESCE(last_activity_at, started_at)``; ordering by that
+    very expression walks the index and stops after a page. It equals the guarded
+    activity (numbers only, reference 10.21) unless some value is TEXT or BLOB, which
+    sort above every number in SQLite: one index seek (``>= ''``) rules that out.
+    """
+    if not caps.has("sessions", "last_activity_at"):
+        return False
+    found = False
+    for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions'"):
+        found |= EFFECTIVE_ACTIVITY.lower() in " ".join((sql or "").lower().split())
+    if not found:
+        return False
+    return conn.execute(f"SELECT 1 FROM sessions WHERE {EFFECTIVE_ACTIVITY} >= '' LIMIT 1").fetchone() is None
+
+
+def _activity(store: Store, caps, indexed: bool = False):
+    if indexed:
+        return RawSQL(EFFECTIVE_ACTIVITY.replace("last_activity_at", '"sessions"."last_activity_at"')
+                      .replace("started_at)", '"sessions"."started_at")'), (), output_field=FloatField())
     if caps.has("sessions", "last_activity_at"):
         return Coalesce(_number("last_activity_at"), _number("started_at"), Value(0.0), output_field=FloatField())
     # ORDER BY timestamp DESC LIMIT 1 (the same value as MAX) is one seek in
@@ -91,13 +115,18 @@ def _activity(store: Store, caps):
         .order_by("-timestamp")
         .values("timestamp")[:1]
     )
-    return Coalesce(Subquery(newest, output_field=FloatField()), _number("started_at"), Value(0.0),
-                    output_field=FloatField())
+    # started_at read by primary key (only for sessions without messages: COALESCE is
+    # lazy), so that ordering by activity scans the covering id index, never the wide
+    # rows of release stores (system prompts inline, tens of KB each).
+    started = RawSQL("(SELECT CASE WHEN typeof(s2.started_at) IN ('real', 'integer') THEN s2.started_at END "
+                     "FROM sessions s2 WHERE s2.id = \"sessions\".\"id\")", (), output_field=FloatField())
+    return Coalesce(Subquery(newest, output_field=FloatField()), started, Value(0.0), output_field=FloatField())
 
 
-def filtered(store: Store, caps, filters: Filters):
-    """The store's sessions queryset with filters applied and ``activity`` annotated."""
-    qs = AgentSession.objects.for_store(store, caps).annotate(activity=_activity(store, caps))
+def filtered(store: Store, caps, filters: Filters, indexed: bool = False):
+    """The store's sessions queryset with filters applied and ``activity`` annotated
+    (``indexed``: the store's activity index may be used, see :func:`indexed_activity`)."""
+    qs = AgentSession.objects.for_store(store, caps).annotate(activity=_activity(store, caps, indexed))
     if filters.source:
         qs = qs.filter(source=filters.source)
     if filters.state == "open":
@@ -167,7 +196,8 @@ def list_sessions(
         try:
             with store.read() as conn:
                 caps = store.capabilities(conn)
-            qs = filtered(store, caps, filters)
+                indexed = indexed_activity(conn, caps)
+            qs = filtered(store, caps, filters, indexed)
             n = qs.order_by().values("pk")[: COUNT_CAP + 1].count()  # activity only where filtered on
             capped |= n > COUNT_CAP
             count += min(n, COUNT_CAP)
@@ -177,7 +207,10 @@ def list_sessions(
             else:
                 page = qs if after is None else _after(qs, store.key, after)
                 page = page.order_by("-activity", "-id")
-            for row in page.values(*columns, "activity")[: limit + 1]:
+            # Two steps: the page's ids in order (reads only what the order needs),
+            # then their columns by primary key (wide rows read for this page only).
+            ids = list(page.values_list("pk", flat=True)[: limit + 1])
+            for row in qs.filter(pk__in=ids).order_by().values(*columns, "activity") if ids else ():
                 row["profile"] = store.key
                 row["parent_session_id"] = row.get("parent_session_id")
                 rows.append(row)

@@ -49,3 +49,39 @@ def test_date_filters_still_apply_to_the_count(hermes_home, settings):
     future = list_sessions([store], Filters(profiles=["default"], date_from=dt.date(2100, 1, 1)), limit=200)
     assert everything.count == len(everything.rows) > 0
     assert future.count == 0 and not future.rows
+
+
+def _ids(store, caps, indexed, limit=200):
+    qs = filtered(store, caps, Filters(), indexed).order_by("-activity", "-id")
+    return list(qs.values_list("pk", "activity")[:limit])
+
+
+def test_newest_stores_order_by_their_own_activity_index(hermes_home):
+    from sessions_app.stores.listing import indexed_activity
+
+    store = store_of(hermes_home, "edge")
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+        assert indexed_activity(conn, caps)
+    qs = filtered(store, caps, Filters(), True).order_by("-activity", "-id").values_list("pk", flat=True)[:51]
+    sql, params = qs.query.sql_with_params()
+    assert "USING INDEX idx_sessions_effective_activity" in _plan(store, sql % tuple(repr(p) for p in params))
+    assert _ids(store, caps, True) == _ids(store, caps, False)
+    release = store_of(hermes_home, "default")
+    with release.read() as conn:
+        assert not indexed_activity(conn, release.capabilities(conn))
+
+
+def test_a_text_activity_falls_back_to_the_guarded_order(hermes_home, settings):
+    from sessions_app.stores.listing import indexed_activity
+
+    settings.HERMES_ROOTS = [str(hermes_home)]
+    store = store_of(hermes_home, "edge")
+    conn = sqlite3.connect(store.path)
+    conn.execute("UPDATE sessions SET last_activity_at = 'yesterday' WHERE id = (SELECT MIN(id) FROM sessions)")
+    conn.commit()
+    conn.close()
+    with store.read() as conn:
+        assert not indexed_activity(conn, store.capabilities(conn))
+    page = list_sessions([store], Filters(profiles=["edge"]), limit=200)
+    assert all(isinstance(r["activity"], float) for r in page.rows) and page.rows
