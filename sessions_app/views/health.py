@@ -45,8 +45,11 @@ def _start(request, **fields) -> HealRun:
 def profile_health(request, store):
     """Findings of the latest pass over this profile, grouped by check."""
     health = latest([store.key])[store.key]
+    hide = masking_for(request.user)
     groups: dict[str, dict] = {}
     for finding in health.findings:
+        if hide:  # details may quote store text (JSONL lines, titles)
+            finding = {**finding, "detail": mask(finding["detail"])}
         group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
                                                      "severity": finding["severity"], "findings": []})
         group["findings"].append(finding)

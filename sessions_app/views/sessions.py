@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from django.contrib import messages as flash
 from django.core import signing
@@ -203,7 +204,8 @@ def session_detail(request, store, session_id):
         "nav_query": nav,
         "size": size,
         "sizes": TRANSCRIPT_SIZES,
-        "findings": [(f, CHECKS.get(f.check)) for f in findings],
+        "findings": [(replace(f, detail=mask(f.detail)) if masking_for(request.user) else f, CHECKS.get(f.check))
+                     for f in findings],
         "markers": message_markers(findings),
         "findings_stored": stored,
         "findings_run": findings_run,
