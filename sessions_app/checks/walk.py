@@ -247,44 +247,39 @@ def _as_dict(row) -> dict:
 
 
 def iter_active_rows(ctx: CheckContext):
-    """Active rows as dicts, ordered by (session_id, id), fetched in keyset chunks.
+    """Active rows as dicts, ordered by (session_id, id), fetched in chunks.
 
-    Without an index starting with ``(session_id, id)`` (every release up to 0.19.0,
-    docs/store-notes.md note 6), SQLite sorts a session's rows for each query that
-    starts inside it, so keyset chunks through one 300,000-row session re-sorted its
-    remainder 150 times (quadratic; most of a full pass on a 1 M-message store,
-    docs/benchmarks.md). There, the last session of a full chunk is finished in one
-    sorted query stepped row by row (memory: one row in Python, SQLite's sorter
-    spills to disk), and the next chunk starts after that session: every session is
-    sorted exactly once.
+    A chunk never resumes inside a session: keyset chunks through one
+    300,000-row session cost quadratic time (docs/benchmarks.md). Without an index
+    starting with ``(session_id, id)`` (every release up to 0.19.0, store-notes
+    note 6) SQLite re-sorted the session's remainder for each chunk; with it, the
+    row-value range ``(session_id, id) > (?, ?)`` only narrows on ``session_id``,
+    so each chunk re-read the session from its start. Instead, the last session of
+    a full chunk is finished in one query ordered by id, stepped row by row (one
+    row in Python; SQLite's sorter spills to disk), and the next chunk starts after
+    that session; a session-scoped walk is that one query. Each statement stays
+    short enough that no read snapshot is held across the whole pass.
     """
     base = _select(ctx) + f" WHERE {ctx.active()}"
     where, params = ctx.session_filter("session_id")
     base += where
-    indexed = ctx.caps.has_index("messages", "session_id", "id")
-    if ctx.session_id is not None and not indexed:  # one session: sort it once, step through it
+    if ctx.session_id is not None:
         for row in ctx.conn.execute(base + " ORDER BY id", params):
             yield _as_dict(row)
         return
-    cursor: tuple | None = None  # (session_id, id): resume inside a session (indexed stores)
     after: str | None = None  # resume after this session (its rows are all out)
     while True:
-        if cursor is not None:
-            sql, args = base + " AND (session_id, id) > (?, ?) ORDER BY session_id, id LIMIT ?", (*params, *cursor, CHUNK)
-        elif after is not None:
-            sql, args = base + " AND session_id > ? ORDER BY session_id, id LIMIT ?", (*params, after, CHUNK)
+        if after is None:
+            sql, args = base + " ORDER BY session_id, id LIMIT ?", (CHUNK,)
         else:
-            sql, args = base + " ORDER BY session_id, id LIMIT ?", (*params, CHUNK)
+            sql, args = base + " AND session_id > ? ORDER BY session_id, id LIMIT ?", (after, CHUNK)
         rows = ctx.conn.execute(sql, args).fetchall()
         for row in rows:
             yield _as_dict(row)
         if len(rows) < CHUNK:
             return
         sid, last = rows[-1][1], rows[-1][0]
-        if indexed:
-            cursor = (sid, last)
-            continue
-        for row in ctx.conn.execute(base + " AND session_id = ? AND id > ? ORDER BY id", (*params, sid, last)):
+        for row in ctx.conn.execute(base + " AND session_id = ? AND id > ? ORDER BY id", (sid, last)):
             yield _as_dict(row)
         after = sid
 

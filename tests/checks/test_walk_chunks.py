@@ -38,20 +38,24 @@ def test_walk_yields_every_active_row_once_in_order(store, monkeypatch, profile,
         assert got == _expected(scoped, long_session) and len(got) == 60
 
 
-def test_release_store_finishes_a_session_in_one_sorted_query(store, monkeypatch):
-    """0.19.0 has no (session_id, id) index: a query starting inside a session
-    re-sorts its remainder, so a session is never resumed by a keyset chunk there."""
+@pytest.mark.parametrize("profile", ["default", "edge"])
+def test_a_chunk_never_resumes_inside_a_session(store, monkeypatch, profile):
+    """Keyset chunks inside one session are quadratic (re-sorted without a
+    (session_id, id) index, re-scanned with one): a session started in a chunk is
+    finished by one query ordered by id; a session-scoped walk is one query."""
     monkeypatch.setattr(walk, "CHUNK", 7)
-    s = store("default")
-    statements = []
+    s = store(profile)
+    statements, scoped_statements = [], []
     with s.read() as conn:
-        assert not s.capabilities(conn).has_index("messages", "session_id", "id")
         conn.set_trace_callback(statements.append)
         rows = list(walk.iter_active_rows(_ctx(s, conn)))
-    assert rows
-    assert not any("(session_id, id) >" in sql for sql in statements)
-    resumed = [sql for sql in statements if "session_id = '" in sql and "ORDER BY id" in sql]
-    assert resumed  # the last session of each full chunk, finished in one query
+        conn.set_trace_callback(scoped_statements.append)
+        scoped = list(walk.iter_active_rows(_ctx(s, conn, ids(profile)["long"])))
+    assert rows and len(scoped) == 60
+    walks = [sql for sql in statements if "substr(CAST(content AS BLOB), 1, 64)" in sql]
+    assert not any("(session_id, id) >" in sql for sql in walks)
+    assert any("session_id = '" in sql and "ORDER BY id" in sql for sql in walks)
+    assert len([sql for sql in scoped_statements if "FROM messages" in sql]) == 1
 
 
 def test_findings_do_not_depend_on_the_chunk_size(store, monkeypatch):

@@ -85,3 +85,17 @@ def test_a_text_activity_falls_back_to_the_guarded_order(hermes_home, settings):
         assert not indexed_activity(conn, store.capabilities(conn))
     page = list_sessions([store], Filters(profiles=["edge"]), limit=200)
     assert all(isinstance(r["activity"], float) for r in page.rows) and page.rows
+
+
+def test_distinct_sources_skip_scan_finds_every_source(hermes_home):
+    from sessions_app.stores.discovery import discover
+    from sessions_app.stores.listing import distinct_sources
+    from sessions_app.stores.store import Store
+
+    stores = [Store(p) for p in discover([hermes_home]).profiles]
+    expected = set()
+    for store in stores:
+        conn = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True)
+        expected |= {r[0] for r in conn.execute("SELECT DISTINCT source FROM sessions") if r[0]}
+        conn.close()
+    assert distinct_sources(stores) == sorted(expected) and len(expected) > 3
