@@ -469,6 +469,8 @@ def app_specs(home: Path, manifest: dict, profile: str, setup: dict) -> dict[str
                                       "kind": "transcript", "session": big, "before": -1}
         ops["transcript_big_500"] = {"page": f"/p/{profile}/s/{big}/?size=500&at={marks['middle']}",
                                      "kind": "transcript", "session": big, "at": marks["middle"], "size": 500}
+        ops["transcript_big_recheck"] = {"page": f"/p/{profile}/s/{big}/?size={TRANSCRIPT_PAGE}&recheck=1",
+                                         "kind": "page_only", "slow": True}
     for label, term in terms.items():
         ops[f"search_{label}"] = {"page": f"/p/{profile}/search/?q={_q(term)}&size={PAGE}", "kind": "search", "q": term}
     ops["search_two_words"] = {"page": f"/p/{profile}/search/?q={_q(terms['medium'] + ' ' + terms['common'])}&size={PAGE}",
@@ -541,6 +543,8 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
             key = f"{profile}:{name}"
             n = slow_repeat if spec.get("slow") else repeat
             full = dict(spec, home=str(home), data=str(data), repeat=n)
+            if spec["kind"] == "page_only":
+                continue
             say(f"  function {key} ×{n}")
             results["app_function"][key] = _subprocess("worker", full)
             if floors and spec["kind"] != "export":
@@ -625,17 +629,18 @@ def fmt_ratio(value: float | None) -> str:
 LABELS = {
     "list_first": "sessions list, first page (50)",
     "list_deep": "sessions list, deep page (last 50)",
-    "transcript_small": "transcript page (100) of the 100-message session",
-    "transcript_big_first": "transcript page (100) of the 300k session: first",
-    "transcript_big_middle": "… middle (`?at=` id 150,000th)",
-    "transcript_big_last": "… last page",
-    "transcript_big_500": "… 500 rows from the middle",
+    "transcript_small": "session page, transcript page (100) of the 100-message session",
+    "transcript_big_first": "session page of the 300k session (30 % of the store): first 100",
+    "transcript_big_middle": "… 100 from the middle (`?at=`)",
+    "transcript_big_last": "… last 100",
+    "transcript_big_500": "… 500 from the middle",
+    "transcript_big_recheck": "… first 100 with \"Check this session now\" (`?recheck=1`)",
     "search_rare": "full-text search `zanzibar` (~50 hits)",
     "search_medium": "full-text search `kubernetes` (~1 %)",
     "search_common": "full-text search `deploy` (~10 %)",
     "search_two_words": "full-text search `kubernetes deploy`",
     "export_big": "whole 300k session (app: streamed JSONL export; Hermes: `/messages` without limit)",
-    "session_checks_big": "session-level checks of the 300k session (session page findings)",
+    "session_checks_big": "session-level checks of the 300k session (what `?recheck=1` runs)",
     "check_pass": "full check pass (`heal_sessions` without `--apply`)",
 }
 
