@@ -844,7 +844,8 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
         e = man["profiles"].get("edge", {})
         lines += ["### Same operations on the newest-shape store (`edge` profile: "
                   f"{e.get('messages', 0):,} messages, `(session_id, id)` index, `last_activity_at`)", "",
-                  "Hermes 0.19.0 is not run on it (it would migrate a newer schema it does not know).", "", *edge, ""]
+                  "Hermes 0.19.0 is not run on it: the schema (31) is newer than the release writes (22), and its "
+                  "`SessionDB` opens a store read-write.", "", *edge, ""]
     lines += ["## Budgets (issue 7)", "", "| budget | measured | target | met |", "|---|---:|---|---|"]
     for b in budgets(res, scale):
         value = b["measured"]
