@@ -141,7 +141,8 @@ def app_operation(spec: dict):
     kind = spec["kind"]
     if kind == "list":
         cursor = tuple(spec["cursor"]) if spec.get("cursor") else None
-        return lambda: len(list_sessions([store], Filters(profiles=[store.key]), limit=PAGE, after=cursor).rows)
+        filters = Filters(profiles=[store.key], order=spec.get("order", "started"))
+        return lambda: len(list_sessions([store], filters, limit=PAGE, after=cursor).rows)
     if kind == "transcript":
         from sessions_app.stores.transcript import for_store
 
@@ -266,10 +267,12 @@ def setup_main(spec: dict) -> dict:
         with store.read() as conn:
             total = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
         depth = max(1, total - PAGE)
-        page = list_sessions([store], Filters(profiles=[key]), limit=depth)
-        cursor = page.next_cursor
-        out["cursors"][key] = {"cursor": list(cursor) if cursor else None, "depth": depth, "total": total,
-                               "token": signing.dumps(list(cursor), salt=CURSOR_SALT) if cursor else None}
+        out["cursors"][key] = {}
+        for order in ("started", "activity"):
+            cursor = list_sessions([store], Filters(profiles=[key], order=order), limit=depth).next_cursor
+            out["cursors"][key][order] = {
+                "cursor": list(cursor) if cursor else None, "depth": depth, "total": total,
+                "token": signing.dumps(list(cursor), salt=f"{CURSOR_SALT}:{order}") if cursor else None}
     return out
 
 
@@ -451,12 +454,16 @@ def app_specs(home: Path, manifest: dict, profile: str, setup: dict) -> dict[str
     big, small = info.get("big_session"), info.get("small_session")
     marks = info.get("big_session_marks") or {}
     terms = manifest["search_terms"]
-    cursor = setup["cursors"][profile]
-    ops: dict[str, dict] = {
-        "list_first": {"page": f"/sessions/?profile={profile}&size={PAGE}", "kind": "list"},
-        "list_deep": {"page": f"/sessions/?profile={profile}&size={PAGE}&after={_q(cursor['token'])}",
-                      "kind": "list", "cursor": cursor["cursor"]},
-    }
+    ops: dict[str, dict] = {}
+    # The app's default order (start time) against Hermes' default list, and its order by
+    # last activity against Hermes' `order=recent`.
+    for order, suffix in (("started", ""), ("activity", "_recent")):
+        cursor = setup["cursors"][profile][order]
+        ops[f"list_first{suffix}"] = {"page": f"/sessions/?profile={profile}&size={PAGE}&order={order}",
+                                      "kind": "list", "order": order}
+        ops[f"list_deep{suffix}"] = {"page": f"/sessions/?profile={profile}&size={PAGE}&order={order}"
+                                             f"&after={_q(cursor['token'])}",
+                                     "kind": "list", "order": order, "cursor": cursor["cursor"]}
     if small:
         ops["transcript_small"] = {"page": f"/p/{profile}/s/{small}/?size={TRANSCRIPT_PAGE}", "kind": "transcript",
                                    "session": small}
@@ -533,7 +540,7 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
     results: dict = {"home": str(home), "manifest": manifest, "app_page": {}, "app_function": {}, "floor": {},
                      "hermes": {}, "setup": {k: v for k, v in setup.items() if k != "cookie"}}
     specs = {p: {name: spec for name, spec in app_specs(home, manifest, p, setup).items()
-                 if not only or name in only} for p in profiles}
+                 if not only or name.removesuffix("_recent") in only} for p in profiles}
     # In-process functions and their SQL floor.
     captures = BENCH_VAR / "captures" / home.name
     captures.mkdir(parents=True, exist_ok=True)
@@ -564,6 +571,8 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
                 results["app_page"][f"{profile}:{name}"] = server.measure(spec["page"], n)
         if not only or "list_first" in only:
             results["app_page"]["all:list_first"] = server.measure(f"/sessions/?size={PAGE}", repeat)
+            results["app_page"]["all:list_first_recent"] = server.measure(f"/sessions/?size={PAGE}&order=activity",
+                                                                          repeat)
     finally:
         server.stop()
     if hermes:
@@ -628,7 +637,9 @@ def fmt_ratio(value: float | None) -> str:
 
 LABELS = {
     "list_first": "sessions list, first page (50)",
+    "list_first_recent": "… by last activity (app `order=activity`, Hermes `order=recent`)",
     "list_deep": "sessions list, deep page (last 50)",
+    "list_deep_recent": "… by last activity (app `order=activity`, Hermes `order=recent`)",
     "transcript_small": "session page, transcript page (100) of the 100-message session",
     "transcript_big_first": "session page of the 300k session (30 % of the store): first 100",
     "transcript_big_middle": "… 100 from the middle (`?at=`)",
@@ -659,16 +670,11 @@ def main_table(res: dict) -> list[str]:
             f"| {label} | {ms(p and p['median'])} | {mb(p and p['peak_rss_mb'])} | {ms(f and f['median'])} "
             f"| {mb(f and f['peak_rss_mb'])} | {ms(fl and fl['median'])} | {ms(h and h['median'])} "
             f"| {mb(h and h['peak_rss_mb'])} | {fmt_ratio(ratio(h and h['median'], p and p['median']))} |")
-        for variant in ("recent",):
-            hv = herm.get(f"{name}_{variant}")
-            if hv:
-                lines.append(f"| … Hermes `order=recent` (by last activity, as the app sorts) | | | | | "
-                             f"| {ms(hv['median'])} | {mb(hv['peak_rss_mb'])} "
-                             f"| {fmt_ratio(ratio(hv['median'], p and p['median']))} |")
-    allp = page.get("all:list_first")
-    if allp:
-        lines.append(f"| sessions list across all 10 profiles, first page | {ms(allp['median'])} "
-                     f"| {mb(allp['peak_rss_mb'])} | | | | | | |")
+    for name, label in (("list_first", "sessions list across all 10 profiles, first page"),
+                        ("list_first_recent", "… by last activity")):
+        allp = page.get(f"all:{name}")
+        if allp:
+            lines.append(f"| {label} | {ms(allp['median'])} | {mb(allp['peak_rss_mb'])} | | | | | | |")
     return lines
 
 
@@ -698,12 +704,12 @@ def budgets(res: dict, scale: list[dict]) -> list[dict]:
     out = []
     for name in ("list_first", "list_deep"):
         r = ratio(m(page, name), m(herm, name))
-        out.append({"budget": f"{LABELS[name]}: app page ÷ Hermes `/api/sessions`", "measured": r,
-                    "target": "≤ 0.5", "met": r is not None and r <= 0.5})
-        rr = ratio(m(page, name), m(herm, f"{name}_recent"))
+        out.append({"budget": f"{LABELS[name]}: app page ÷ Hermes `/api/sessions` (both by start time)",
+                    "measured": r, "target": "≤ 0.5", "met": r is not None and r <= 0.5})
+        rr = ratio(m(page, f"{name}_recent"), m(herm, f"{name}_recent"))
         if rr is not None:
-            out.append({"budget": f"… ÷ Hermes `/api/sessions?order=recent`", "measured": rr, "target": "≤ 0.5",
-                        "met": rr <= 0.5})
+            out.append({"budget": "… by last activity: app `order=activity` ÷ Hermes `order=recent`",
+                        "measured": rr, "target": "≤ 0.5", "met": rr <= 0.5})
     for name in ("search_rare", "search_medium", "search_common", "search_two_words"):
         r = ratio(m(herm, name), m(page, name))
         out.append({"budget": f"{LABELS[name]}: Hermes search ÷ app search page", "measured": r, "target": "≥ 50",

@@ -2,7 +2,7 @@
 
 from django import forms
 
-from .stores.listing import Filters
+from .stores.listing import ORDERS, Filters
 
 
 class SessionFilterForm(forms.Form):
@@ -15,6 +15,7 @@ class SessionFilterForm(forms.Form):
     date_to = forms.DateField(required=False, label="active to", widget=forms.DateInput(attrs={"type": "date"}))
     q = forms.CharField(required=False, max_length=200, label="id or title")
     check = forms.ChoiceField(required=False, label="health")
+    order = forms.ChoiceField(required=False, label="newest first by", choices=list(ORDERS.items()))
 
     def __init__(self, *args, profiles=(), sources=(), checks=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -25,7 +26,9 @@ class SessionFilterForm(forms.Form):
         self.fields["source"].choices = [("", "any source")] + [(s, s) for s in sources]
 
     def filters(self) -> Filters:
-        data = self.cleaned_data if self.is_valid() else {}
+        # An invalid field is dropped from cleaned_data; the valid ones still apply.
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
         return Filters(
             profiles=list(data.get("profile") or []),
             source=data.get("source") or "",
@@ -34,4 +37,5 @@ class SessionFilterForm(forms.Form):
             date_to=data.get("date_to"),
             q=(data.get("q") or "").strip(),
             check=data.get("check") or "",
+            order=data.get("order") or "started",
         )

@@ -1,33 +1,43 @@
 """The sessions list across every profile: filters, keyset pagination, capped counts.
 
-Sorted by last activity, newest first; ties broken by profile key then session id,
-so the order is total and a cursor ``(activity, profile key, session id)`` names an
-exact position. Each store is asked for at most ``limit + 1`` rows past the cursor
-(never an OFFSET scan) and the pages are merged in Python. Counts stop at
-``COUNT_CAP`` per store, as Datasette does for big tables.
+Two orders, newest first (``Filters.order``):
 
-Last activity is ``COALESCE(last_activity_at, started_at)`` where the store has
-``last_activity_at`` (upstream's own recency key, reference 3.1); older stores use
-their newest message's timestamp, falling back to ``started_at``.
+- ``started`` (the default, as Hermes' own ``/api/sessions`` and ``hermes sessions
+  list``): ``started_at``, which every store from 0.13.0 on indexes
+  (``idx_sessions_started``), so a page is an index walk of ``limit + 1`` entries;
+- ``activity``: last activity, ``COALESCE(last_activity_at, started_at)`` where the
+  store has ``last_activity_at`` (upstream's own recency key, reference 3.1; indexed by
+  ``idx_sessions_effective_activity`` on the newest shape); release stores up to 0.19.0
+  lack that column, so their activity is the newest message's timestamp, one index
+  seek per session (about 30 ms for 20,000 sessions, docs/benchmarks.md).
+
+Ties are broken by profile key then session id, so the order is total and a cursor
+``(sort value, profile key, session id)`` names an exact position. Each store is asked
+for at most ``limit + 1`` rows past the cursor (never an OFFSET scan) and the pages are
+merged in Python. Counts stop at ``COUNT_CAP`` per store, as Datasette does for big
+tables. The date filters are on last activity in both orders.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import sqlite3
 from dataclasses import dataclass, field
 
+from django.core.cache import cache
 from django.db import DatabaseError
-from django.db.models import FloatField, OuterRef, Q, Subquery, Value
+from django.db.models import F, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from ..models import AgentMessage, AgentSession
 from .connection import classify_error
-from .store import Store, _log_once
+from .store import Store, StoreStatus, _log_once
 
 COUNT_CAP = 10_000
 MAX_ID_FILTER = 30_000  # below SQLite's host-parameter limit (32766 since 3.32)
+ORDERS = {"started": "started", "activity": "last activity"}  # value -> label
 LIST_COLUMNS = (
     "id", "source", "title", "started_at", "ended_at", "end_reason", "message_count",
     "parent_session_id", "model", "profile_name", "session_key",
@@ -46,6 +56,7 @@ class Filters:
     q: str = ""
     check: str = ""  # a check code: only sessions in ``with_findings`` (per profile key)
     with_findings: dict[str, set[str]] = field(default_factory=dict)
+    order: str = "started"  # a key of ORDERS
 
 
 @dataclass
@@ -53,7 +64,8 @@ class Page:
     """One page of rows plus navigation cursors and per-store problems.
 
     ``rows`` are dicts of LIST_COLUMNS plus ``activity`` (epoch seconds), ``profile``
-    (key). ``next_cursor``/``prev_cursor`` are ``(activity, key, id)`` tuples or None.
+    (key) and ``sort`` (the value the page is ordered by, epoch seconds).
+    ``next_cursor``/``prev_cursor`` are ``(sort, key, id)`` tuples or None.
     ``count`` is the total matching rows, ``count_capped`` True when some store hit
     COUNT_CAP (the total is then a lower bound). ``errors`` maps profile key to
     ``(status, reason)`` for stores that could not be read.
@@ -98,6 +110,23 @@ def indexed_activity(conn: sqlite3.Connection, caps) -> bool:
     if not found:
         return False
     return conn.execute(f"SELECT 1 FROM sessions WHERE {EFFECTIVE_ACTIVITY} >= '' LIMIT 1").fetchone() is None
+
+
+def indexed_started(conn: sqlite3.Connection) -> bool:
+    """Can the list order by the raw ``started_at`` (walking ``idx_sessions_started``)?
+
+    Only when it equals the guarded value: no TEXT/BLOB (which sort above numbers) and
+    no NULL (which keyset comparisons would skip). Both are index seeks.
+    """
+    return conn.execute(
+        "SELECT 1 FROM sessions WHERE started_at >= '' UNION ALL SELECT 1 FROM sessions WHERE started_at IS NULL LIMIT 1"
+    ).fetchone() is None
+
+
+def _started(indexed: bool):
+    if indexed:
+        return F("started_at")
+    return Coalesce(_number("started_at"), Value(0.0), output_field=FloatField())
 
 
 def _activity(store: Store, caps, indexed: bool = False):
@@ -149,27 +178,27 @@ def filtered(store: Store, caps, filters: Filters, indexed: bool = False):
 
 
 def _after(qs, key: str, cursor: tuple):
-    """Rows strictly after ``cursor`` in (activity DESC, key DESC, id DESC) order."""
-    activity, ckey, cid = cursor
+    """Rows strictly after ``cursor`` in (sort DESC, key DESC, id DESC) order."""
+    value, ckey, cid = cursor
     if key < ckey:
-        return qs.filter(activity__lte=activity)
+        return qs.filter(sort__lte=value)
     if key == ckey:
-        return qs.filter(Q(activity__lt=activity) | Q(activity=activity, id__lt=cid))
-    return qs.filter(activity__lt=activity)
+        return qs.filter(Q(sort__lt=value) | Q(sort=value, id__lt=cid))
+    return qs.filter(sort__lt=value)
 
 
 def _before(qs, key: str, cursor: tuple):
     """Rows strictly before ``cursor`` in that order (for the previous page)."""
-    activity, ckey, cid = cursor
+    value, ckey, cid = cursor
     if key > ckey:
-        return qs.filter(activity__gte=activity)
+        return qs.filter(sort__gte=value)
     if key == ckey:
-        return qs.filter(Q(activity__gt=activity) | Q(activity=activity, id__gt=cid))
-    return qs.filter(activity__gt=activity)
+        return qs.filter(Q(sort__gt=value) | Q(sort=value, id__gt=cid))
+    return qs.filter(sort__gt=value)
 
 
 def _sort_key(row: dict):
-    return (row["activity"] if row["activity"] is not None else float("-inf"), row["profile"], row["id"])
+    return (row["sort"] if row["sort"] is not None else float("-inf"), row["profile"], row["id"])
 
 
 def list_sessions(
@@ -187,30 +216,41 @@ def list_sessions(
     for store in stores:
         if filters.profiles and store.key not in filters.profiles:
             continue
-        status = store.readiness()
+        # Readiness and the order's index checks on one connection (an open per store
+        # is a visible share of a page across ten profiles).
+        status = store.preflight()
+        if status is None:
+            try:
+                with store.read() as conn:
+                    caps = store.capabilities(conn)
+                    status = store.unbrowsable(caps)
+                    if status is None and filters.order == "activity":
+                        indexed, sort = indexed_activity(conn, caps), None
+                    elif status is None:
+                        indexed, sort = False, _started(indexed_started(conn))
+            except sqlite3.Error as exc:
+                status = StoreStatus(*classify_error(exc))
         if status is not None:
             if status.status != "missing":
                 errors[store.key] = (status.status, status.reason)
                 _log_once(store.path, status.status, status.reason)
             continue
         try:
-            with store.read() as conn:
-                caps = store.capabilities(conn)
-                indexed = indexed_activity(conn, caps)
             qs = filtered(store, caps, filters, indexed)
+            qs = qs.annotate(sort=F("activity") if sort is None else sort)
             n = qs.order_by().values("pk")[: COUNT_CAP + 1].count()  # activity only where filtered on
             capped |= n > COUNT_CAP
             count += min(n, COUNT_CAP)
             columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
             if before is not None:
-                page = _before(qs, store.key, before).order_by("activity", "id")
+                page = _before(qs, store.key, before).order_by("sort", "id")
             else:
                 page = qs if after is None else _after(qs, store.key, after)
-                page = page.order_by("-activity", "-id")
+                page = page.order_by("-sort", "-id")
             # Two steps: the page's ids in order (reads only what the order needs),
             # then their columns by primary key (wide rows read for this page only).
             ids = list(page.values_list("pk", flat=True)[: limit + 1])
-            for row in qs.filter(pk__in=ids).order_by().values(*columns, "activity") if ids else ():
+            for row in qs.filter(pk__in=ids).order_by().values(*columns, "activity", "sort") if ids else ():
                 row["profile"] = store.key
                 row["parent_session_id"] = row.get("parent_session_id")
                 rows.append(row)
@@ -232,23 +272,40 @@ def list_sessions(
 
 
 def _cursor(row: dict) -> tuple:
-    return (row["activity"], row["profile"], row["id"])
+    return (row["sort"], row["profile"], row["id"])
+
+
+SOURCES_TTL = 300  # seconds; the cache key also changes with every write to the store
+
+
+def _sources(store: Store) -> list[str]:
+    if store.readiness() is not None:
+        return []
+    try:
+        with store.read() as conn:
+            # A skip-scan of idx_sessions_source: one seek per distinct value, where
+            # DISTINCT read every entry (20,000 sessions: 0.03 ms instead of 1 ms).
+            return [r[0] for r in conn.execute(
+                "WITH RECURSIVE s(x) AS (SELECT MIN(source) FROM sessions UNION ALL "
+                "SELECT (SELECT MIN(source) FROM sessions WHERE source > s.x) FROM s WHERE s.x IS NOT NULL) "
+                "SELECT x FROM s WHERE x IS NOT NULL") if r[0]]
+    except sqlite3.Error:
+        return []
 
 
 def distinct_sources(stores: list[Store]) -> list[str]:
-    """Every ``source`` value across readable stores, sorted (skip-scans idx_sessions_source)."""
+    """Every ``source`` value across readable stores, sorted.
+
+    Cached per store under its file signature (:meth:`Store.signature`), so a store
+    is read again only after it was written: opening ten stores per page view cost
+    ~10 ms of the sessions list (docs/benchmarks.md).
+    """
     found: set[str] = set()
     for store in stores:
-        if store.readiness() is not None:
-            continue
-        try:
-            with store.read() as conn:
-                # A skip-scan of idx_sessions_source: one seek per distinct value, where
-                # DISTINCT read every entry (20,000 sessions: 0.03 ms instead of 1 ms).
-                found.update(r[0] for r in conn.execute(
-                    "WITH RECURSIVE s(x) AS (SELECT MIN(source) FROM sessions UNION ALL "
-                    "SELECT (SELECT MIN(source) FROM sessions WHERE source > s.x) FROM s WHERE s.x IS NOT NULL) "
-                    "SELECT x FROM s WHERE x IS NOT NULL") if r[0])
-        except sqlite3.Error:
-            continue
+        key = "sources:" + hashlib.sha256(repr((str(store.path), store.signature())).encode()).hexdigest()
+        sources = cache.get(key)
+        if sources is None:
+            sources = _sources(store)
+            cache.set(key, sources, SOURCES_TTL)
+        found.update(sources)
     return sorted(found)

@@ -118,6 +118,19 @@ class Store:
         _caps_cache[str(self.path)] = (ident, caps)
         return caps
 
+    def signature(self) -> tuple:
+        """What changes whenever the store is written: inode, size and mtime (ns) of
+        ``state.db`` and ``state.db-wal``, from ``os.stat`` (no descriptor, rule 5).
+        For caching facts read from the store; ``()`` parts where a file is absent."""
+        parts = []
+        for path in (self.path, Path(f"{self.path}-wal")):
+            try:
+                st = path.stat()
+                parts.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            except OSError:
+                parts.append(())
+        return tuple(parts)
+
     def preflight(self) -> StoreStatus | None:
         """File-level problems found without opening SQLite, or None when it may open."""
         path = self.path
@@ -145,9 +158,14 @@ class Store:
             return status
         try:
             with self.read() as conn:
-                missing = self.capabilities(conn).missing_required()
+                return self.unbrowsable(self.capabilities(conn))
         except sqlite3.Error as exc:
             return StoreStatus(*classify_error(exc))
+
+    @staticmethod
+    def unbrowsable(caps: Capabilities) -> StoreStatus | None:
+        """Why a store with these capabilities cannot be browsed, or None."""
+        missing = caps.missing_required()
         if missing:
             return StoreStatus("unreadable", "not a Hermes session store (lacks " + ", ".join(missing) + ")")
         return None

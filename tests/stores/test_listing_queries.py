@@ -99,3 +99,75 @@ def test_distinct_sources_skip_scan_finds_every_source(hermes_home):
         expected |= {r[0] for r in conn.execute("SELECT DISTINCT source FROM sessions") if r[0]}
         conn.close()
     assert distinct_sources(stores) == sorted(expected) and len(expected) > 3
+
+
+@pytest.mark.parametrize("profile", ["default", "ops", "research", "legacy", "archive", "edge"])
+def test_started_order_walks_the_stores_own_started_index(hermes_home, profile):
+    from sessions_app.stores.listing import _started, indexed_started
+
+    store = store_of(hermes_home, profile)
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+        assert indexed_started(conn)
+    qs = filtered(store, caps, Filters()).annotate(sort=_started(True)).order_by("-sort", "-id")
+    sql, params = qs.values_list("pk", flat=True)[:51].query.sql_with_params()
+    plan = _plan(store, sql % tuple(repr(p) for p in params))
+    assert "idx_sessions_started" in plan and "messages" not in sql, plan
+    assert "USE TEMP B-TREE FOR ORDER BY" not in plan, plan  # only ties are sorted
+
+
+def _all_stores(hermes_home):
+    from sessions_app.stores.discovery import discover
+    from sessions_app.stores.store import Store
+
+    return [Store(p) for p in discover([hermes_home]).profiles]
+
+
+def test_started_and_activity_orders_across_profiles(hermes_home, settings):
+    """A reply today to the oldest session of the 0.19.0 store moves it to the top of
+    the activity order and leaves it last in the start order."""
+    from tests.checks.helpers import hermes
+
+    settings.HERMES_ROOTS = [str(hermes_home)]
+    stores = _all_stores(hermes_home)
+    oldest = list_sessions(stores, Filters(profiles=["default"]), limit=200).rows[-1]["id"]
+    hermes(store_of(hermes_home, "default"), f"db.append_message({oldest!r}, 'user', 'still there?')")
+    pages = {}
+    for order, column in (("started", "started_at"), ("activity", "activity")):
+        rows = list_sessions(stores, Filters(order=order), limit=200).rows
+        keys = [(r[column], r["profile"], r["id"]) for r in rows]
+        assert len(keys) > 50 and keys == sorted(keys, reverse=True)
+        assert all(r["sort"] == r[column] for r in rows)
+        pages[order] = [(r["profile"], r["id"]) for r in rows]
+    assert sorted(pages["started"]) == sorted(pages["activity"])
+    assert pages["activity"][0] == ("default", oldest) != pages["started"][0]
+
+
+def test_a_text_or_missing_start_falls_back_to_the_guarded_order(hermes_home, settings):
+    from sessions_app.stores.listing import indexed_started
+
+    settings.HERMES_ROOTS = [str(hermes_home)]
+    store = store_of(hermes_home, "ops")
+    before = list_sessions([store], Filters(profiles=["ops"]), limit=200)
+    victim = before.rows[0]["id"]
+    conn = sqlite3.connect(store.path)
+    conn.execute("UPDATE sessions SET started_at = 'yesterday' WHERE id = ?", (victim,))
+    conn.commit()
+    conn.close()
+    with store.read() as conn:
+        assert not indexed_started(conn)
+    after = list_sessions([store], Filters(profiles=["ops"]), limit=200)
+    assert {r["id"] for r in after.rows} == {r["id"] for r in before.rows}
+    assert after.rows[-1]["id"] == victim and after.rows[-1]["sort"] == 0.0
+    assert after.rows[-1]["started_at"] == "yesterday"  # shown as stored, never rewritten
+
+
+def test_cached_sources_follow_writes_to_the_store(hermes_home, settings):
+    from sessions_app.stores.listing import distinct_sources
+    from tests.checks.helpers import hermes
+
+    settings.HERMES_ROOTS = [str(hermes_home)]
+    stores = _all_stores(hermes_home)
+    assert "matrix" not in distinct_sources(stores)
+    hermes(store_of(hermes_home, "ops"), "db.create_session('matrix-1', source='matrix')")
+    assert "matrix" in distinct_sources(stores)

@@ -89,9 +89,10 @@ def test_sessions_list_date_range_excludes_everything_outside(admin_client, herm
     assert f"{len(MANIFEST['profiles']['ops']['sessions_by_id'])} sessions" in html
 
 
-def test_sessions_list_keyset_pages_cover_everything_once(admin_client, hermes_home):
+@pytest.mark.parametrize("order", ["", "&order=started", "&order=activity"])
+def test_sessions_list_keyset_pages_cover_everything_once(admin_client, hermes_home, order):
     seen = []
-    url = "/sessions/?size=25"
+    url = "/sessions/?size=25" + order
     pages = 0
     while url:
         html = text_of(admin_client.get(url))
@@ -104,8 +105,9 @@ def test_sessions_list_keyset_pages_cover_everything_once(admin_client, hermes_h
     assert len(seen) == total == len(set(seen))
 
 
-def test_sessions_list_previous_page_link_goes_back(admin_client, hermes_home):
-    first = text_of(admin_client.get("/sessions/?size=25"))
+@pytest.mark.parametrize("order", ["started", "activity"])
+def test_sessions_list_previous_page_link_goes_back(admin_client, hermes_home, order):
+    first = text_of(admin_client.get(f"/sessions/?size=25&order={order}"))
     nxt = re.search(r'rel="next" href="([^"]+)"', first).group(1).replace("&amp;", "&")
     second = text_of(admin_client.get("/sessions/" + nxt))
     prev = re.search(r'rel="prev" href="([^"]+)"', second).group(1).replace("&amp;", "&")
@@ -124,6 +126,25 @@ def test_sessions_list_htmx_request_gets_only_the_table(admin_client, hermes_hom
 def test_sessions_list_tampered_cursor_falls_back_to_first_page(admin_client, hermes_home):
     html = text_of(admin_client.get("/sessions/?after=not-a-cursor"))
     assert "no longer valid" in html
+
+
+def test_sessions_list_cursor_of_one_order_is_refused_by_the_other(admin_client, hermes_home):
+    first = text_of(admin_client.get("/sessions/?size=25"))
+    token = re.search(r'rel="next" href="[^"]*after=([^"&]+)', first).group(1)
+    assert "no longer valid" not in text_of(admin_client.get(f"/sessions/?size=25&after={token}"))
+    html = text_of(admin_client.get(f"/sessions/?size=25&order=activity&after={token}"))
+    assert "no longer valid" in html
+
+
+def test_sessions_list_says_which_order_it_uses(admin_client, hermes_home):
+    default = visible(text_of(admin_client.get("/sessions/")))
+    assert "Started ↓" in default and "Last activity ↓" not in default
+    active = visible(text_of(admin_client.get("/sessions/?order=activity")))
+    assert "Last activity ↓" in active and "Started ↓" not in active
+    bogus = text_of(admin_client.get("/sessions/?order=title&profile=ops&size=200"))
+    assert "Started ↓" in bogus and "(this filter is ignored)" in bogus
+    # The other filters still apply.
+    assert f"{len(MANIFEST['profiles']['ops']['sessions_by_id'])} sessions" in bogus
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -157,3 +157,11 @@ def test_expression_and_snippet_helpers():
         fts_expression('*** "" -- ')
     assert split_snippet("a \x02b\x03 c") == [("a ", False), ("b", True), (" c", False)]
     assert split_snippet("\x00json:[\x02x\x03]") == [("[", False), ("x", True), ("]", False)]
+
+
+def test_search_page_is_linked_from_the_profile_page_and_a_one_profile_list(admin_client, hermes_home):
+    profile = admin_client.get("/p/ops/").content.decode()
+    assert 'action="/p/ops/search/"' in profile
+    listing = admin_client.get("/sessions/?profile=ops").content.decode()
+    assert 'href="/p/ops/search/"' in listing
+    assert "/search/" not in admin_client.get("/sessions/").content.decode()
