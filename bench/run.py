@@ -529,6 +529,22 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def scan_messages(db: Path, repeat: int) -> dict:
+    """Time ``sqlite3`` alone reading every message row once in id order (a few
+    columns, content by length): the simplest operation linear in the store, so the
+    growth budget can tell the dashboard's growth from the machine's (page cache,
+    memory) on stores of 0.5 to 5 GB."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        def scan():
+            return sum(1 for _ in conn.execute(
+                "SELECT id, session_id, role, tool_call_id, length(content) FROM messages ORDER BY id"))
+        times, rows = timed(scan, repeat)
+    finally:
+        conn.close()
+    return {"median": median(times), "times": times, "rows": rows}
+
+
 def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profiles: list[str],
                  floors: bool = True, only: set | None = None) -> dict:
     manifest = manifest_of(home)
@@ -559,6 +575,10 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
                 _subprocess("capture", dict(full, out=str(out)))
                 say(f"  floor {key} ×{n}")
                 results["floor"][key] = _subprocess("floor", {"statements": str(out), "db": str(db), "repeat": n})
+    # The linear reference for the growth budget: every message row read once.
+    say(f"  reference: every message row in id order ×{slow_repeat}")
+    results["reference"] = {f"{PROFILE}:scan_messages": scan_messages(home / manifest["profiles"][PROFILE]["store"],
+                                                                        slow_repeat)}
     # Pages through HTTP.
     server = start_app(home, data, setup["cookie"])
     try:
@@ -653,6 +673,7 @@ LABELS = {
     "export_big": "whole 300k session (app: streamed JSONL export; Hermes: `/messages` without limit)",
     "session_checks_big": "session-level checks of the 300k session (what `?recheck=1` runs)",
     "check_pass": "full check pass (`heal_sessions` without `--apply`)",
+    "scan_messages": "reference: raw sqlite3 reads every message row once, in id order",
 }
 
 
@@ -738,15 +759,25 @@ def budgets(res: dict, scale: list[dict]) -> list[dict]:
                                   "from both)", "measured": r2, "target": "≤ 2", "met": r2 is not None and r2 <= 2})
         out.append({"budget": "full check pass peak RSS", "measured": chk["peak_rss_mb"], "unit": "MB",
                     "target": "< 256 MB", "met": chk["peak_rss_mb"] is not None and chk["peak_rss_mb"] < 256})
-    for item in scaling(res, scale):
+    items = scaling(res, scale)
+    ref = next((i["exponent"] for i in items if i["name"] == "scan_messages"), None)
+    # "Linear or better": at most 1.1, or at most 0.1 above what reading every row once
+    # grows by on the same stores (the machine's own linear, see scan_messages).
+    limit = max(1.1, ref + 0.1) if ref is not None else 1.1
+    target = (f"exponent ≤ {limit:.2f} (1 = linear; reading every row once: {ref:.2f})" if ref is not None
+              else "exponent ≤ 1.1 (1 = linear)")
+    for item in items:
+        if item["name"] == "scan_messages":
+            continue
         out.append({"budget": f"growth with store size: {item['label']}", "measured": item["exponent"],
-                    "target": "exponent ≤ 1.1 (1 = linear)", "met": item["exponent"] is not None and item["exponent"] <= 1.1,
+                    "target": target, "met": item["exponent"] is not None and item["exponent"] <= limit,
                     "exponent": True})
     return out
 
 
 SCALED = ("list_first", "list_deep", "transcript_small", "transcript_big_middle", "search_common", "check_pass",
-          "export_big")
+          "export_big", "scan_messages")
+TABLE_OF = {"check_pass": "app_function", "scan_messages": "reference"}  # default: app_page
 
 
 def scaling(res: dict, scale: list[dict]) -> list[dict]:
@@ -757,10 +788,10 @@ def scaling(res: dict, scale: list[dict]) -> list[dict]:
         return []
     out = []
     for name in SCALED:
-        table = "app_function" if name == "check_pass" else "app_page"
+        table = TABLE_OF.get(name, "app_page")
         pts = []
         for r in runs:
-            item = r[table].get(f"{PROFILE}:{name}")
+            item = r.get(table, {}).get(f"{PROFILE}:{name}")
             if item and item["median"]:
                 pts.append((r["manifest"]["messages"], item["median"]))
         if len(pts) < 2:
@@ -828,7 +859,9 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
         f"hermes-agent {HERMES_VERSION} from PyPI (its own venv, `hermes dashboard` on 127.0.0.1).",
         f"- Run: {res.get('measured_at', '?')}; warm page cache; medians of "
         f"{res.get('repeat', '?')} runs ({res.get('slow_repeat', '?')} for the check pass, exports and Hermes' "
-        "search / `order=recent`; Hermes' whole-session read once).",
+        "search / `order=recent`; Hermes' whole-session read once)."
+        + "".join(f" Measured again on {r['measured_at']}: {', '.join(r['ops'])} (`--ops`)."
+                  for r in res.get("partial_runs", [])),
         f"- Store (`default` profile, written by hermes-agent 0.19.0 then bulk-loaded in its schema): "
         f"{dflt['messages']:,} messages, {dflt['sessions']:,} sessions, {dflt['bytes'] / 2**30:,.2f} GiB; "
         f"one session of {dflt.get('big_session_rows', 0):,} messages, one of 100. The home has "
@@ -879,6 +912,24 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
     return "\n".join(lines)
 
 
+TABLES = ("app_page", "app_function", "floor", "hermes", "reference")
+
+
+def save_results(path: Path, res: dict, only: set) -> dict:
+    """Write ``res`` to ``path``; with ``--ops`` (a partial run) merge it into the
+    results already there, so the report keeps every other operation's numbers and
+    says which ones were measured again, and when."""
+    if only and path.exists():
+        old = json.loads(path.read_text())
+        for table in TABLES:
+            old.setdefault(table, {}).update(res.get(table, {}))
+        old.setdefault("partial_runs", []).append({"ops": sorted(only), "measured_at": res.get("measured_at")})
+        res = old
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, default=DEFAULT_VAR / "home-1m")
@@ -915,8 +966,7 @@ def main(argv=None) -> int:
         res = measure_home(home, args.repeat, args.slow_repeat, not args.no_hermes, profiles, only=only)
         res.update(repeat=args.repeat, slow_repeat=args.slow_repeat, machine=machine(),
                    measured_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-        BENCH_VAR.mkdir(parents=True, exist_ok=True)
-        (BENCH_VAR / f"results-{home.name}.json").write_text(json.dumps(res, indent=1, default=str))
+        res = save_results(BENCH_VAR / f"results-{home.name}.json", res, only)
     scale = []
     for other in args.scale:
         other = other.resolve()
@@ -925,8 +975,7 @@ def main(argv=None) -> int:
             scale.append(json.loads(cached.read_text()))
             continue
         r = measure_home(other, args.repeat, args.slow_repeat, False, [PROFILE], floors=False, only=only)
-        cached.write_text(json.dumps(r, indent=1, default=str))
-        scale.append(r)
+        scale.append(save_results(cached, r, only))
     analysis = args.analysis.read_text() if args.analysis and args.analysis.exists() else None
     text = report(res, scale, analysis)
     print(text)
