@@ -255,6 +255,11 @@ class DeletePlan:
         return sum(self.dependents.values())
 
     @property
+    def dependent_counts(self) -> list[tuple[str, int]]:
+        """``(table, rows)`` for the dependent tables that have rows to remove."""
+        return [(table, n) for table, n in self.dependents.items() if n]
+
+    @property
     def delegates(self) -> list[Target]:
         return [t for t in self.targets if t.kind == "delegate"]
 

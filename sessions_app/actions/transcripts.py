@@ -362,7 +362,8 @@ class ImportJsonlTranscript(Action):
         p = plan.params
         notes = [f"imported {len(p['imported'])} message(s)"]
         if p["bad_lines"]:
-            notes.append("bad lines not imported: " + ", ".join(str(b["line"]) for b in p["bad_lines"][:20]))
+            notes.append("lines not imported (unreadable), by line number: "
+                         + ", ".join(str(b["line"]) for b in p["bad_lines"][:20]))
         if getattr(settings, "HERMES_ARCHIVE_IMPORTED_JSONL", False):
             notes.append(self._archive(plan, Path(p["path"])))
         return "; ".join(notes)

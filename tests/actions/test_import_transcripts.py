@@ -197,7 +197,7 @@ def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported(aged_
     assert any("line 1: session_meta bookkeeping" in n for n in plan.params["notes"])
     code, report = heal("--profile", "legacy", "--only", "transcript_on_disk_only", "--apply", "--json")
     [done] = actions(report, "legacy")
-    assert done["status"] == "applied" and "bad lines not imported: 3, 4, 5, 7" in done["reason"]
+    assert done["status"] == "applied" and "lines not imported (unreadable), by line number: 3, 4, 5, 7" in done["reason"]
     assert transcript(s, SID) == expected([EARLIER[0], EARLIER[3]] + KEPT)
     assert not rows(s, "SELECT 1 FROM messages WHERE content LIKE '%once upon%' OR content LIKE '%no role at all%'")
 
@@ -335,7 +335,7 @@ def test_odd_lines_are_bad_lines_and_the_good_ones_are_imported(aged_home):
 
     code, report = heal("--profile", "default", "--only", "transcript_on_disk_only", "--apply", "--json")
     [done] = actions(report, "default")
-    assert done["status"] == "applied" and "bad lines not imported: 2, 3, 5" in done["reason"], done
+    assert done["status"] == "applied" and "lines not imported (unreadable), by line number: 2, 3, 5" in done["reason"], done
     assert code == 0 and profile_entry(report, "default")["error"] is None
     assert transcript(s, SID) == expected([EARLIER[0], {"role": "assistant", "content": "a huge timestamp"},
                                            EARLIER[3]] + KEPT)

@@ -99,6 +99,8 @@ def test_confirm_delete_trash_and_restore(home):
     html = text(page)
     assert page.status_code == 200 and "not live" in html
     assert sids["delegate_child"] in html and "delegate child" in html and "session_model_usage" in html
+    other = re.search(r"Rows of other tables: (.*?)</p>", html).group(1)
+    assert re.fullmatch(r"<code>\w+</code> \d+( · <code>\w+</code> \d+)*\.", other), other
     response = admin.post(f"/p/default/s/{sids['cli_main']}/delete/apply/", {"token": token_of(html)})
     assert response.status_code == 302 and response["Location"].startswith("/trash/")
     entry_id = response["Location"].split("/")[2]
