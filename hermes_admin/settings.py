@@ -190,6 +190,10 @@ HERMES_QUICK_CHECK_BUDGET = env_float("HERMES_ADMIN_QUICK_CHECK_BUDGET", 60)
 HERMES_ADMIN_MASK_SECRETS = env_bool("HERMES_ADMIN_MASK_SECRETS")
 # Days a deleted session stays in the trash (restorable) before `manage.py purge_trash` removes it.
 HERMES_TRASH_RETENTION_DAYS = env_float("HERMES_ADMIN_TRASH_RETENTION_DAYS", 30)
+# Store backups older than this many days are removed by `manage.py purge_backups`,
+# except the newest HERMES_BACKUP_KEEP of each store, whatever their age.
+HERMES_BACKUP_RETENTION_DAYS = env_float("HERMES_ADMIN_BACKUP_RETENTION_DAYS", 30)
+HERMES_BACKUP_KEEP = int(env_float("HERMES_ADMIN_BACKUP_KEEP", 3))
 # After a verified JSONL import, move sessions/<id>.jsonl into <data>/archive/jsonl/
 # (issue 4). Off by default: the file then stays where Hermes left it, untouched.
 HERMES_ARCHIVE_IMPORTED_JSONL = env_bool("HERMES_ADMIN_ARCHIVE_IMPORTED_JSONL")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -103,4 +104,96 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
     with open(target, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    return BackupRecord(str(target), target.stat().st_size, digest.hexdigest())
+    record = BackupRecord(str(target), target.stat().st_size, digest.hexdigest())
+    _write_manifest(folder, store, record)
+    return record
+
+
+MANIFEST = "backup.json"
+
+
+def _write_manifest(folder: Path, store: Store, record: BackupRecord) -> None:
+    # Which store a copy is of, for retention per store (folder names are slugs and
+    # profile keys may contain "-", so the name cannot be parsed back reliably).
+    data = {"version": 1, "profile": store.key, "store_path": str(store.path),
+            "created_at": dt.datetime.now(dt.timezone.utc).timestamp(), **record.as_dict()}
+    (folder / MANIFEST).write_text(json.dumps(data, indent=1))
+
+
+@dataclass(frozen=True)
+class Backup:
+    """One backup folder: ``path`` (the folder), ``store_path`` (the store it copies,
+    ``""`` when unknown), ``profile`` key, ``created_at`` (epoch seconds; the folder's
+    mtime when it has no manifest), ``size`` in bytes of its files, ``verified``
+    (False for a copy left behind by a failed ``integrity_check`` or an older format)."""
+
+    path: str
+    store_path: str
+    profile: str
+    created_at: float
+    size: int
+    verified: bool
+
+
+def list_backups() -> list[Backup]:
+    """Every folder under :func:`backups_dir`, oldest first. Never raises for a
+    folder it cannot read: that one is listed as unverified, with its mtime."""
+    root = backups_dir()
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        folder = root / name
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        size = sum(_size(p) for p in folder.iterdir() if p.is_file())
+        try:
+            meta = json.loads((folder / MANIFEST).read_text())
+            found.append(Backup(str(folder), str(meta["store_path"]), str(meta["profile"]),
+                                float(meta["created_at"]), size, True))
+        except (OSError, ValueError, KeyError, TypeError):
+            try:
+                mtime = folder.stat().st_mtime
+            except OSError:
+                continue
+            found.append(Backup(str(folder), "", "", mtime, size, False))
+    found.sort(key=lambda b: (b.created_at, b.path))
+    return found
+
+
+def expired_backups(now: float | None = None, older_than_days: float | None = None,
+                    keep: int | None = None) -> list[Backup]:
+    """What a purge removes: backups older than the retention
+    (``HERMES_BACKUP_RETENTION_DAYS``), except the newest ``keep``
+    (``HERMES_BACKUP_KEEP``) verified copies of each store, whatever their age, so a
+    store that is seldom repaired keeps its last good copies. Folders without a
+    manifest (failed or older copies) are only removed by age."""
+    now = dt.datetime.now(dt.timezone.utc).timestamp() if now is None else now
+    days = settings.HERMES_BACKUP_RETENTION_DAYS if older_than_days is None else float(older_than_days)
+    keep = settings.HERMES_BACKUP_KEEP if keep is None else int(keep)
+    limit = now - days * 86400
+    backups = list_backups()
+    kept: set[str] = set()
+    by_store: dict[str, list[Backup]] = {}
+    for b in backups:
+        if b.verified:
+            by_store.setdefault(b.store_path, []).append(b)
+    for copies in by_store.values():
+        kept.update(b.path for b in copies[-keep:] if keep > 0)
+    return [b for b in backups if b.created_at <= limit and b.path not in kept]
+
+
+def purge_backups(now: float | None = None, older_than_days: float | None = None, keep: int | None = None,
+                  dry_run: bool = False, on_removed=None) -> list[Backup]:
+    """Remove what :func:`expired_backups` lists (unless ``dry_run``); returns it.
+    ``on_removed(backup)`` runs right after each removal (the command audits there).
+    Raises OSError when a folder cannot be removed (earlier removals stay recorded)."""
+    items = expired_backups(now, older_than_days, keep)
+    if not dry_run:
+        for item in items:
+            shutil.rmtree(item.path)
+            if on_removed is not None:
+                on_removed(item)
+    return items

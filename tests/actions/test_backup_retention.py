@@ -1,0 +1,102 @@
+"""Backup retention (`manage.py purge_backups`): old copies go, the newest of each
+store stay whatever their age, every removal is audited, nothing runs beside a heal."""
+
+import json
+import os
+import sqlite3
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from sessions_app.locks import run_lock
+from sessions_app.models import AuditEvent
+from sessions_app.stores import backup
+from tests.actions.conftest import store
+
+pytestmark = pytest.mark.django_db
+DAY = 86_400
+
+
+def _backups(home, key, n):
+    """``n`` real, verified backups of ``key``'s store, oldest first."""
+    return [backup.backup_store(store(home, key), label=f"run{i}") for i in range(n)]
+
+
+def _purge(*args) -> dict:
+    out = StringIO()
+    call_command("purge_backups", "--json", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def _age(folder: Path, days: float) -> None:
+    """Make a backup ``days`` old: in its manifest, as a past run would have left it."""
+    meta = json.loads((folder / "backup.json").read_text())
+    meta["created_at"] = time.time() - days * DAY
+    (folder / "backup.json").write_text(json.dumps(meta))
+
+
+def test_old_backups_go_but_the_newest_of_each_store_stay(hermes_home):
+    ops = _backups(hermes_home, "ops", 3)
+    research = _backups(hermes_home, "research", 1)
+    for record in ops + research:
+        _age(Path(record.path).parent, 40)
+    report = _purge("--keep", "2")
+    removed = [Path(p["path"]) for p in report["purged"]]
+    assert removed == [Path(ops[0].path).parent]
+    assert not removed[0].exists()
+    for record in ops[1:] + research:  # the kept copies are intact and still verify
+        conn = sqlite3.connect(record.path)
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        conn.close()
+    [event] = AuditEvent.objects.filter(action="purge_backup")
+    assert event.profile == "ops" and event.plan["path"] == str(removed[0]) and event.outcome == "applied"
+    assert event.store_path == str(store(hermes_home, "ops").path)
+
+
+def test_recent_backups_stay_and_a_dry_run_removes_nothing(hermes_home):
+    records = _backups(hermes_home, "ops", 2)
+    assert _purge("--keep", "0")["purged"] == []  # younger than the 30-day default
+    _age(Path(records[0].path).parent, 31)
+    dry = _purge("--keep", "0", "--dry-run")
+    assert [p["path"] for p in dry["purged"]] == [str(Path(records[0].path).parent)] and dry["dry_run"]
+    assert all(Path(r.path).exists() for r in records)
+    assert not AuditEvent.objects.filter(action="purge_backup").exists()
+
+
+def test_a_copy_without_manifest_goes_by_age_only(hermes_home, data_dir):
+    kept = _backups(hermes_home, "ops", 1)[0]
+    failed = backup.backups_dir() / "20200101-000000-ops-left-for-inspection"
+    failed.mkdir()
+    (failed / "state.db").write_bytes(b"partial copy")
+    assert _purge("--older-than", "30")["purged"] == []  # its mtime is now
+    old = time.time() - 40 * DAY
+    os.utime(failed, (old, old))
+    report = _purge("--older-than", "30", "--keep", "5")
+    assert [p["path"] for p in report["purged"]] == [str(failed)] and report["purged"][0]["verified"] is False
+    assert Path(kept.path).exists()
+
+
+@pytest.mark.parametrize("args,says", [(["--keep", "-1"], "--keep must be 0 or more"),
+                                       (["--older-than", "-2"], "--older-than must be 0 or more"),
+                                       (["--keep", "many"], "invalid int value: 'many'")])
+def test_wrong_arguments_are_refused(hermes_home, args, says):
+    record = _backups(hermes_home, "ops", 1)[0]
+    _age(Path(record.path).parent, 40)
+    with pytest.raises(CommandError) as refused:
+        call_command("purge_backups", *args, stdout=StringIO(), stderr=StringIO())
+    assert says in str(refused.value) and Path(record.path).exists()
+
+
+def test_purge_waits_for_a_running_heal(hermes_home):
+    record = _backups(hermes_home, "ops", 1)[0]
+    _age(Path(record.path).parent, 40)
+    with run_lock("heal", label="run #4 by cron"):
+        with pytest.raises(CommandError) as refused:
+            call_command("purge_backups", "--keep", "0", stdout=StringIO())
+    assert refused.value.returncode == 2 and "run #4 by cron" in str(refused.value)
+    assert Path(record.path).exists()
+    assert _purge("--keep", "0")["purged"][0]["path"] == str(Path(record.path).parent)
