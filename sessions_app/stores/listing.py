@@ -100,7 +100,7 @@ def indexed_activity(conn: sqlite3.Connection, caps) -> bool:
     Newest stores index ``COALESCE(last_activity_at, started_at)``; ordering by that
     very expression walks the index and stops after a page. It equals the guarded
     activity (numbers only, reference 10.21) unless some value is TEXT or BLOB, which
-    sort above every number in SQLite: one index seek (``>= ''``) rules that out.
+    sort above every number in SQLite, or NULL: two index seeks rule that out.
     """
     if not caps.has("sessions", "last_activity_at"):
         return False
@@ -109,14 +109,17 @@ def indexed_activity(conn: sqlite3.Connection, caps) -> bool:
         found |= EFFECTIVE_ACTIVITY.lower() in " ".join((sql or "").lower().split())
     if not found:
         return False
-    return conn.execute(f"SELECT 1 FROM sessions WHERE {EFFECTIVE_ACTIVITY} >= '' LIMIT 1").fetchone() is None
+    # NULL too (started_at NULL in a salvaged row): keyset comparisons would skip it.
+    return conn.execute(f"SELECT 1 FROM sessions WHERE {EFFECTIVE_ACTIVITY} >= '' UNION ALL "
+                        f"SELECT 1 FROM sessions WHERE {EFFECTIVE_ACTIVITY} IS NULL LIMIT 1").fetchone() is None
 
 
 def indexed_started(conn: sqlite3.Connection) -> bool:
     """Can the list order by the raw ``started_at`` (walking ``idx_sessions_started``)?
 
     Only when it equals the guarded value: no TEXT/BLOB (which sort above numbers) and
-    no NULL (which keyset comparisons would skip). Both are index seeks.
+    no NULL (which keyset comparisons would skip). Both are index seeks in
+    ``idx_sessions_started`` (every release has it; without it, two scans).
     """
     return conn.execute(
         "SELECT 1 FROM sessions WHERE started_at >= '' UNION ALL SELECT 1 FROM sessions WHERE started_at IS NULL LIMIT 1"
@@ -197,10 +200,6 @@ def _before(qs, key: str, cursor: tuple):
     return qs.filter(sort__gt=value)
 
 
-def _sort_key(row: dict):
-    return (row["sort"] if row["sort"] is not None else float("-inf"), row["profile"], row["id"])
-
-
 def list_sessions(
     stores: list[Store],
     filters: Filters,
@@ -209,7 +208,7 @@ def list_sessions(
     before: tuple | None = None,
 ) -> Page:
     """One page of sessions across ``stores``; see the module docstring for order."""
-    rows: list[dict] = []
+    entries: list[tuple[tuple, dict | None]] = []  # ((sort, key, id), row or None)
     count = 0
     capped = False
     errors: dict[str, tuple[str, str]] = {}
@@ -247,40 +246,50 @@ def list_sessions(
             else:
                 page = qs if after is None else _after(qs, store.key, after)
                 page = page.order_by("-sort", "-id")
-            # Two steps: the page's ids in order (reads only what the order needs),
-            # then their columns by primary key (wide rows read for this page only).
-            ids = list(page.values_list("pk", flat=True)[: limit + 1])
-            for row in qs.filter(pk__in=ids).order_by().values(*columns, "activity", "sort") if ids else ():
-                row["profile"] = store.key
-                row["parent_session_id"] = row.get("parent_session_id")
-                rows.append(row)
+            # Two steps: the page's ids and sort values in order (reads only what the
+            # order needs), then their columns by primary key (wide rows read for this
+            # page only). Position and "more" come from the first step alone: a row
+            # deleted or changed before the second read drops out of this page without
+            # ending the pagination.
+            found = list(page.values_list("pk", "sort")[: limit + 1])
+            wide = {}
+            if found:
+                wide_qs = AgentSession.objects.for_store(store, caps).filter(pk__in=[pk for pk, _ in found])
+                wide_qs = wide_qs.annotate(activity=_activity(store, caps, indexed))
+                wide = {row["id"]: row for row in wide_qs.order_by().values(*columns, "activity")}
+            for pk, value in found:
+                row = wide.get(pk)
+                if row is not None:
+                    row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
+                entries.append(((value, store.key, pk), row))
         except (DatabaseError, sqlite3.Error) as exc:
             errors[store.key] = classify_error(exc)
+    entries.sort(key=_entry_key, reverse=before is None)
+    has_more = len(entries) > limit
+    entries = entries[:limit]
     if before is not None:
-        rows.sort(key=_sort_key)
-        has_more = len(rows) > limit
-        rows = list(reversed(rows[:limit]))
-        prev_cursor = _cursor(rows[0]) if has_more and rows else None
-        next_cursor = _cursor(rows[-1]) if rows else None
+        entries.reverse()
+        prev_cursor = entries[0][0] if has_more and entries else None
+        next_cursor = entries[-1][0] if entries else None
     else:
-        rows.sort(key=_sort_key, reverse=True)
-        has_more = len(rows) > limit
-        rows = rows[:limit]
-        next_cursor = _cursor(rows[-1]) if has_more and rows else None
-        prev_cursor = _cursor(rows[0]) if after is not None and rows else None
+        next_cursor = entries[-1][0] if has_more and entries else None
+        prev_cursor = entries[0][0] if after is not None and entries else None
+    rows = [row for _, row in entries if row is not None]
     return Page(rows, next_cursor, prev_cursor, count, capped, errors)
 
 
-def _cursor(row: dict) -> tuple:
-    return (row["sort"], row["profile"], row["id"])
+def _entry_key(entry) -> tuple:
+    (value, key, pk), _ = entry
+    return (value if value is not None else float("-inf"), key, pk)
 
 
 SOURCES_TTL = 300  # seconds; the cache key also changes with every write to the store
 
 
-def _sources(store: Store) -> list[str]:
+def _sources(store: Store) -> list[str] | None:
+    """The store's distinct sources, or None when it cannot be read now."""
     if store.readiness() is not None:
-        return []
+        return None
     try:
         with store.read() as conn:
             # A skip-scan of idx_sessions_source: one seek per distinct value, where
@@ -290,15 +299,17 @@ def _sources(store: Store) -> list[str]:
                 "SELECT (SELECT MIN(source) FROM sessions WHERE source > s.x) FROM s WHERE s.x IS NOT NULL) "
                 "SELECT x FROM s WHERE x IS NOT NULL") if r[0]]
     except sqlite3.Error:
-        return []
+        return None
 
 
 def distinct_sources(stores: list[Store]) -> list[str]:
-    """Every ``source`` value across readable stores, sorted.
+    """Every ``source`` value across stores, sorted; a store that cannot be read now
+    (busy, damaged, missing) adds nothing.
 
     Cached per store under its file signature (:meth:`Store.signature`), so a store
     is read again only after it was written: opening ten stores per page view cost
-    ~10 ms of the sessions list (docs/benchmarks.md).
+    ~10 ms of the sessions list (docs/benchmarks.md). Failures are not cached: a
+    busy store's sources come back on the next view.
     """
     found: set[str] = set()
     for store in stores:
@@ -306,6 +317,7 @@ def distinct_sources(stores: list[Store]) -> list[str]:
         sources = cache.get(key)
         if sources is None:
             sources = _sources(store)
-            cache.set(key, sources, SOURCES_TTL)
-        found.update(sources)
+            if sources is not None:
+                cache.set(key, sources, SOURCES_TTL)
+        found.update(sources or ())
     return sorted(found)

@@ -22,12 +22,46 @@ def _int(value):
     return number if 0 < number < 2**63 else None
 
 
-def _mask_hits(results) -> None:
+HIDDEN_SNIPPET = "… (this snippet touches a masked secret; open the message to read it masked) …"
+
+
+def _indexed_texts(conn, columns, ids) -> dict[int, str]:
+    """The text of each message the index may quote (content, tool calls), by id."""
+    picked = [c for c in ("content", "tool_calls") if c in columns]
+    if not ids or not picked:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT id, {', '.join(picked)} FROM messages WHERE id IN ({marks})", list(ids))
+    return {row[0]: "\n".join(str(v) for v in row[1:] if v is not None) for row in rows}
+
+
+def _core(text: str) -> str:
+    # A snippet piece without the ellipses and padding snippet() adds at its ends.
+    return text.strip().strip("…").strip()
+
+
+def _mask_hits(results, texts: dict[int, str]) -> None:
+    """Mask snippets for users who see masked text.
+
+    Masking the snippet alone is not enough: a snippet is a window of words that
+    may cut a secret, and a cut secret no longer matches its pattern. So the whole
+    message is masked, and a snippet shows only when each of its pieces is also
+    text of the masked message; otherwise it is replaced by a notice.
+    """
     for hit in results.hits:
         plain = "".join(text for text, _ in hit.parts)
-        masked = mask(plain)
-        if masked != plain:  # a secret inside: show it masked, without highlights
-            hit.parts = [(masked, False)]
+        masked_plain = mask(plain)
+        full = texts.get(hit.id, "")
+        masked_full = mask(full)
+        if masked_full == full:  # no secret in the message (as far as patterns tell)
+            if masked_plain != plain:
+                hit.parts = [(masked_plain, False)]
+        elif all(_core(t) in masked_full for t, _ in hit.parts):
+            pass  # the snippet quotes only text around the secrets
+        elif _core(masked_plain) in masked_full:
+            hit.parts = [(masked_plain, False)]  # whole secrets inside, masked as in the message
+        else:
+            hit.parts = [(HIDDEN_SNIPPET, False)]  # it cuts a secret
         if hit.session and hit.session.get("title"):
             hit.session["title"] = mask(hit.session["title"])
 
@@ -55,13 +89,15 @@ def profile_search(request, store):
                 caps = store.capabilities(conn)
                 results = search(conn, caps.columns("messages"), caps.columns("sessions"), query,
                                  limit=size, before=before)
+                masking = masking_for(request.user)
+                texts = _indexed_texts(conn, caps.columns("messages"), [h.id for h in results.hits]) if masking else {}
         except ValueError:
             context["problem"] = SearchUnavailable("query", "Type at least one word (letters or digits).")
         except SearchUnavailable as exc:
             context["problem"] = exc
             status = 503 if exc.kind == "damaged" else 200
         else:
-            if masking_for(request.user):
-                _mask_hits(results)
+            if masking:
+                _mask_hits(results, texts)
             context["results"] = results
     return render(request, "sessions/search.html", context, status=status)

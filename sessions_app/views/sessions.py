@@ -111,13 +111,16 @@ def session_list(request):
             row["title"] = mask(row.get("title"))
         # Badges looked up here once, not by chained template filters on every row.
         items = badges.get(row["profile"], {}).get(row["id"]) or ()
-        row["findings"], row["more_findings"] = items[:3], max(len(items) - 3, 0)
+        shown = items[:3]
+        if masking:  # details may quote store text (titles, JSONL lines)
+            shown = [{**f, "detail": mask(f["detail"])} for f in shown]
+        row["findings"], row["more_findings"] = shown, max(len(items) - 3, 0)
     base = _query_without(request, "after", "before")
     context = {
         "form": form,
         # The filter form's HTML depends only on the query and the choices; Django's
         # widget templates cost a few ms per view, so it is a cached fragment.
-        "form_key": hashlib.sha256(repr((request.GET.urlencode(), profiles, sources)).encode()).hexdigest(),
+        "form_key": hashlib.sha256(repr((base, profiles, sources)).encode()).hexdigest(),
         "page": page,
         "count_cap": COUNT_CAP,
         "checked": {key for key, h in health.items() if h.run is not None},
@@ -192,7 +195,9 @@ def session_detail(request, store, session_id):
             if not system_prompt and session.get("system_prompt_hash") and caps.has_table("system_prompts"):
                 found = conn.execute("SELECT prompt FROM system_prompts WHERE hash = ?", (session["system_prompt_hash"],)).fetchone()
                 system_prompt = found[0] if found else None
-        huge = page.total_capped if page is not None else transcript.count() > LIVE_CHECK_ROWS
+        # Rows counted up to COUNT_CAP + 1 (the page already counted them).
+        counted = page.total + page.total_capped if page is not None else transcript.count()
+        huge = counted > LIVE_CHECK_ROWS
     findings_run, stored = None, huge and request.GET.get("recheck") != "1"
     if stored:
         health = latest([store.key])[store.key]
@@ -203,6 +208,9 @@ def session_detail(request, store, session_id):
     if masking_for(request.user):
         _mask_page(session, page)
         system_prompt = mask(system_prompt)
+        # Details may quote store text; the findings box and the markers in the
+        # transcript both show them.
+        findings = [replace(f, detail=mask(f.detail)) for f in findings]
     usage_rows = []
     if caps.has_table("session_model_usage"):
         usage_fields = [f.attname for f in SessionModelUsage._meta.concrete_fields
@@ -236,8 +244,7 @@ def session_detail(request, store, session_id):
         "nav_query": nav,
         "size": size,
         "sizes": TRANSCRIPT_SIZES,
-        "findings": [(replace(f, detail=mask(f.detail)) if masking_for(request.user) else f, CHECKS.get(f.check))
-                     for f in findings],
+        "findings": [(f, CHECKS.get(f.check)) for f in findings],
         "markers": message_markers(findings),
         "findings_stored": stored,
         "findings_run": findings_run,

@@ -58,10 +58,11 @@ def test_a_chunk_never_resumes_inside_a_session(store, monkeypatch, profile):
     assert len([sql for sql in scoped_statements if "FROM messages" in sql]) == 1
 
 
-def test_findings_do_not_depend_on_the_chunk_size(store, monkeypatch):
+@pytest.mark.parametrize("profile", ["default", "edge"])  # without and with a (session_id, id) index
+def test_findings_do_not_depend_on_the_chunk_size(store, monkeypatch, profile):
     from sessions_app.checks import run_store_checks
 
-    s = store("default")
+    s = store(profile)
     now = time.time()
     baseline = [f.to_dict() for f in run_store_checks(s, now=now).findings]
     monkeypatch.setattr(walk, "CHUNK", 3)
@@ -77,3 +78,30 @@ def test_call_ids_read_tool_calls_as_the_transcript_does(raw):
     from sessions_app.stores.transcript import parse_tool_calls
 
     assert walk.call_ids(raw) == [c["ids"] for c in parse_tool_calls(raw)]
+
+
+def test_rows_without_a_session_id_do_not_loop_the_walk(store, monkeypatch):
+    """A salvaged store whose messages table lost NOT NULL may hold rows with a NULL
+    session_id; a full chunk of them once made the walk start over forever."""
+    import itertools
+    import sqlite3
+
+    monkeypatch.setattr(walk, "CHUNK", 2)
+    s = store("ops")
+    conn = sqlite3.connect(s.path)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET sql = replace(sql, 'session_id TEXT NOT NULL', 'session_id TEXT') "
+                 "WHERE name = 'messages'")
+    conn.commit()
+    conn.close()
+    conn = sqlite3.connect(s.path)  # a new connection reads the loosened schema
+    conn.executemany("INSERT INTO messages (session_id, role, content, timestamp) VALUES (NULL, 'user', ?, 1.0)",
+                     [(f"salvaged {i}",) for i in range(5)])
+    conn.commit()
+    conn.close()
+    with s.read() as conn:
+        ctx = _ctx(s, conn)
+        expected = _expected(ctx)
+        got = [(r["session_id"], r["id"]) for r in itertools.islice(walk.iter_active_rows(ctx), len(expected) + 10)]
+    assert sum(1 for sid, _ in expected if sid is None) == 5
+    assert got == expected

@@ -161,3 +161,38 @@ def test_history_works_while_the_store_is_damaged(admin_client, events, hermes_h
     (hermes_home / "state.db").write_text("not a database any more\n" * 50)
     html = admin_client.get("/p/default/history/").content.decode()
     assert "<svg" in html
+
+
+def test_finding_details_are_masked_wherever_they_show(hermes_home, monkeypatch, settings):
+    """A detail quoting store text (here a token) is masked for an auditor in the
+    sessions list's badges, on the health page, and on the session page: in the
+    findings box and in the markers inside the transcript."""
+    from django.utils import timezone
+
+    from sessions_app.models import HealRun
+    from sessions_app.views import sessions as views
+
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    sid = IDS["cli_main"]
+    conn = sqlite3.connect(f"file:{hermes_home / 'state.db'}?mode=ro", uri=True)
+    first = conn.execute("SELECT MIN(id) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
+    conn.close()
+    finding = {"check": "transcript_on_disk_only", "severity": "warning", "session_id": sid, "count": 1,
+               "detail": f"line 3 of sessions/{sid}.jsonl reads 'use {token}'", "heal": None,
+               "evidence": {"message_ids": [first]}}
+    HealRun.objects.create(mode="check", trigger="command", actor_label="cron", status="done",
+                           finished_at=timezone.now(),
+                           report={"profiles": [{"profile": "default", "findings": [finding]}]})
+    monkeypatch.setattr(views, "LIVE_CHECK_ROWS", 1)  # show the stored pass's findings on the page
+    auditor = role_client("Auditor")
+    for url in ("/sessions/?profile=default&size=200", "/p/default/health/", f"/p/default/s/{sid}/"):
+        html = auditor.get(url).content.decode()
+        assert token not in html and "secret masked" in html, url
+    admin = User.objects.create_superuser("boss", password="x")
+    client = Client()
+    client.force_login(admin)
+    html = client.get(f"/p/default/s/{sid}/").content.decode()
+    assert html.count(token) == 2  # admins see it as stored: findings box and marker on the row
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = client.get(f"/p/default/s/{sid}/").content.decode()
+    assert token not in html and html.count("secret masked") >= 2

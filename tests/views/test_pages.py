@@ -249,6 +249,27 @@ def test_export_jsonl_has_every_message(admin_client, hermes_home, profile):
     assert row_ids == sorted(row_ids)
 
 
+def test_a_large_export_is_written_in_chunks_and_loses_nothing(admin_client, hermes_home):
+    """Lines are joined into writes of about 64 KB; the bytes are those of the
+    row-by-row export, every message once, in id order."""
+    import sqlite3
+
+    from sessions_app.stores import export, registry
+
+    sid = ids("default")["cli_main"]
+    conn = sqlite3.connect(hermes_home / "state.db")
+    conn.executemany("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'tool', ?, 1.7e9)",
+                     [(sid, f"output {i} " + "x" * 30_000) for i in range(8)])
+    conn.commit()
+    conn.close()
+    response = admin_client.get(f"/p/default/s/{sid}/export.jsonl")
+    chunks = [c.decode() for c in response.streaming_content]
+    assert len(chunks) >= 3 and all(len(c) >= 64 * 1024 for c in chunks[:-1])
+    assert "".join(chunks) == "".join(export.jsonl(registry.get("default"), sid))
+    lines = [json.loads(line) for line in "".join(chunks).splitlines()]
+    assert [line["content"][:9] for line in lines[-8:]] == [f"output {i} " for i in range(8)]
+
+
 def test_export_of_the_whole_compression_chain(admin_client, hermes_home):
     profile = MANIFEST["profiles"]["default"]["sessions_by_id"]
     response = admin_client.get(f"/p/default/s/{IDS['compress_mid']}/export.jsonl?lineage=1")

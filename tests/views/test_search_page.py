@@ -149,6 +149,24 @@ def test_secrets_in_snippets_are_masked_when_masking_is_on(admin_client, hermes_
     assert key not in html and "secret masked" in html
 
 
+def test_a_snippet_that_cuts_a_secret_is_hidden_when_masking_is_on(admin_client, hermes_home, settings):
+    """The snippet window (24 words) starts inside the key, so the snippet alone
+    holds a tail of it that no secret pattern recognises."""
+    db = hermes_home / "state.db"
+    conn = sqlite3.connect(db)
+    sid = ids("default")["cli_main"]
+    tail = "Q9w8E7r6" * 5
+    words = " ".join(f"word{i}" for i in range(21))
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
+                 (sid, f"my key is sk-ant-api03-{tail} and {words} zanzibar"))
+    conn.commit()
+    conn.close()
+    assert tail in html_of(admin_client.get("/p/default/search/?q=zanzibar"))  # the snippet does cut into it
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
+    assert tail not in html and "touches a masked secret" in html
+
+
 def test_expression_and_snippet_helpers():
     assert fts_expression('deploy "a phrase" pre*') == '"deploy" "a phrase" "pre"*'
     assert fts_expression('say "hi') == '"say" "hi"'
