@@ -31,15 +31,26 @@ def session_row(conn: sqlite3.Connection, caps: Capabilities, session_id: str, c
 
 
 def message_facts(conn: sqlite3.Connection, caps: Capabilities, session_id: str) -> dict:
-    """Row count, active-row count, id range and earliest timestamp of a session's messages."""
-    active = "SUM(CASE WHEN active IS NULL OR active != 0 THEN 1 ELSE 0 END)" if caps.has("messages", "active") else "COUNT(*)"
+    """Facts about a session's message rows: ``rows``, ``active_rows``, ``first_id``,
+    ``last_id``, ``first_at`` (epoch seconds), and the two upstream ways of counting
+    tool calls over active rows (reference 3.1): ``tool_calls`` (entries of the
+    ``tool_calls`` lists, what appends add to ``tool_call_count``) and ``alt_calls``
+    (tool rows plus calling assistant rows, ``clear_session_messages``' recount)."""
+    is_active = "(active IS NULL OR active != 0)" if caps.has("messages", "active") else "1"
     row = row_dict(
         conn,
-        f"SELECT COUNT(*) AS rows, {active} AS active_rows, MIN(id) AS first_id, MAX(id) AS last_id, "
-        "MIN(timestamp) AS first_at FROM messages WHERE session_id = ?",
+        f"SELECT COUNT(*) AS rows, SUM(CASE WHEN {is_active} THEN 1 ELSE 0 END) AS active_rows, "
+        "MIN(id) AS first_id, MAX(id) AS last_id, MIN(timestamp) AS first_at, "
+        # json_array_length only on valid JSON: malformed tool_calls would abort the query.
+        f"SUM(CASE WHEN {is_active} AND json_valid(tool_calls) THEN json_array_length(tool_calls) ELSE 0 END) "
+        "AS tool_calls, "
+        f"SUM(CASE WHEN {is_active} AND (role = 'tool' OR (role = 'assistant' AND json_valid(tool_calls) "
+        "AND json_array_length(tool_calls) > 0)) THEN 1 ELSE 0 END) AS alt_calls "
+        "FROM messages WHERE session_id = ?",
         (session_id,),
     )
-    row["active_rows"] = row["active_rows"] or 0
+    for key in ("active_rows", "tool_calls", "alt_calls"):
+        row[key] = row[key] or 0
     return row
 
 
@@ -62,6 +73,8 @@ class RecreateSessionRow(Action):
         values = {"id": sid, "source": "unknown", "started_at": facts["first_at"]}
         if ctx.caps.has("sessions", "message_count"):
             values["message_count"] = facts["active_rows"]
+        if ctx.caps.has("sessions", "tool_call_count"):
+            values["tool_call_count"] = facts["tool_calls"]
         if ctx.caps.has("sessions", "profile_name"):
             values["profile_name"] = ctx.store.profile.name
         plan = self.new_plan(
@@ -80,8 +93,9 @@ class RecreateSessionRow(Action):
 
     def validate(self, store, plan):
         values = plan.params.get("values", {})
-        if set(values) - {"id", "source", "started_at", "message_count", "profile_name"}:
-            raise ValueError(f"unexpected columns {sorted(set(values) - {'id', 'source', 'started_at', 'message_count', 'profile_name'})}")
+        unexpected = set(values) - {"id", "source", "started_at", "message_count", "tool_call_count", "profile_name"}
+        if unexpected:
+            raise ValueError(f"unexpected columns {sorted(unexpected)}")
         if values.get("id") != plan.session_id or values.get("source") != "unknown":
             raise ValueError("a recreated row carries its own id and source 'unknown' only")
         if values.get("profile_name") not in (None, store.profile.name):
@@ -361,43 +375,74 @@ class InheritRoutingIdentity(Action):
 
 
 class RecountSession(Action):
-    """Set ``message_count`` to the number of active message rows.
+    """Set ``message_count`` to the number of active message rows, and
+    ``tool_call_count`` to the tool calls they hold.
 
     ``message_count`` counts active rows only (reference 3.1); ``NOT EXISTS
     messages``, not the counter, decides emptiness, so the recount never makes a
-    session with rows look empty.
+    session with rows look empty. ``tool_call_count`` is left alone when it matches
+    either upstream way of counting (:func:`message_facts`), as the check accepts
+    both; otherwise it becomes the entries of the active rows' ``tool_calls`` lists.
     """
 
     name = "recount_session"
     heals = ("counter_drift",)
+    COLUMNS = ("message_count", "tool_call_count")
+
+    def _targets(self, caps, row: dict, facts: dict) -> dict:
+        """Counter column -> the value it should hold, for the counters that drifted."""
+        out = {}
+        if caps.has("sessions", "message_count") and (row.get("message_count") or 0) != facts["active_rows"]:
+            out["message_count"] = facts["active_rows"]
+        if caps.has("sessions", "tool_call_count") and \
+                (row.get("tool_call_count") or 0) not in (facts["tool_calls"], facts["alt_calls"]):
+            out["tool_call_count"] = facts["tool_calls"]
+        return out
+
+    def _columns(self, caps):
+        return [c for c in self.COLUMNS if caps.has("sessions", c)]
 
     def plan(self, ctx, finding):
-        row = session_row(ctx.conn, ctx.caps, finding.session_id, ["message_count"]) or {}
+        row = session_row(ctx.conn, ctx.caps, finding.session_id, self._columns(ctx.caps)) or {}
         facts = message_facts(ctx.conn, ctx.caps, finding.session_id)
+        targets = self._targets(ctx.caps, row, facts) if row else {}
+        words = {"message_count": "active rows", "tool_call_count": "tool calls in active rows"}
+        summary = "; ".join(f"set {col} from {row.get(col)} to {value} ({words[col]})"
+                            for col, value in targets.items())
         plan = self.new_plan(
             ctx, finding,
-            f"Set message_count from {row.get('message_count')} to {facts['active_rows']} (active rows).",
-            changes=[Change("update", "sessions", {"id": finding.session_id}, "message_count",
-                            row.get("message_count"), facts["active_rows"])],
-            params={"count": facts["active_rows"]},
+            (summary[:1].upper() + summary[1:] + ".") if summary else "Recount the session's counters.",
+            changes=[Change("update", "sessions", {"id": finding.session_id}, col, row.get(col), value)
+                     for col, value in targets.items()],
+            params={"values": targets},
         )
         if not row:
             plan.blocked = "the session row is missing"
-        elif row.get("message_count") == facts["active_rows"]:
-            plan.blocked = "the counter already matches"
+        elif not targets:
+            plan.blocked = "the counters already match"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
 
     def state(self, conn, caps, plan):
-        return {"row": session_row(conn, caps, plan.session_id, ["message_count"]),
+        return {"row": session_row(conn, caps, plan.session_id, self._columns(caps)),
                 "messages": message_facts(conn, caps, plan.session_id)}
 
+    def validate(self, store, plan):
+        values = plan.params.get("values") or {}
+        if not isinstance(values, dict) or set(values) - set(self.COLUMNS):
+            raise ValueError("a recount sets message_count and tool_call_count only")
+        if not all(isinstance(v, int) and v >= 0 for v in values.values()):
+            raise ValueError("counters are whole numbers, 0 or more")
+
     def write(self, conn, caps, plan):
+        values = plan.params["values"]
+        # Column names were checked against COLUMNS by validate().
+        assignments = ", ".join(f'"{col}" = ?' for col in values)
         return conn.execute(
-            "UPDATE sessions SET message_count = ? WHERE id = ?", (plan.params["count"], plan.session_id)
+            f"UPDATE sessions SET {assignments} WHERE id = ?", (*values.values(), plan.session_id)
         ).rowcount
 
     def verify(self, conn, caps, plan):
-        row = session_row(conn, caps, plan.session_id, ["message_count"]) or {}
-        actual = message_facts(conn, caps, plan.session_id)["active_rows"]
-        return None if row.get("message_count") == actual else "message_count still differs"
+        row = session_row(conn, caps, plan.session_id, self._columns(caps)) or {}
+        left = self._targets(caps, row, message_facts(conn, caps, plan.session_id))
+        return None if not left else "still differs: " + ", ".join(left)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -43,6 +44,10 @@ class StoreCommand(BaseCommand):
         found = registry.scan(options["root"] or None)
         if not found.roots:
             self.fail("no Hermes root: pass --root PATH, or set HERMES_ROOTS or HERMES_HOME")
+        # A mistyped root must not pass a cron run as "nothing to do".
+        bad = [f"{path}: {reason}" for path, reason in found.ignored if Path(path) in found.roots]
+        if bad:
+            self.fail("; ".join(bad))
         everything = registry.stores()
         if options["all_profiles"]:
             return everything, everything

@@ -118,11 +118,25 @@ def _within(path: Path, root: Path) -> bool:
         return False
 
 
+# What makes a folder a Hermes home (reference 1.2, hermes_constants.py
+# _HERMES_HOME_MARKERS), plus a profiles/ folder: a root may hold named profiles only.
+HOME_MARKERS = ("config.yaml", ".env", "state.db")
+NOT_A_HOME = "not a Hermes home (no config.yaml, .env, state.db or profiles/)"
+
+
+def is_hermes_home(root: Path) -> bool:
+    """Whether ``root`` has one of Hermes' home markers or a ``profiles/`` folder
+    (``os.stat`` only: nothing is opened)."""
+    return any((root / name).exists() for name in HOME_MARKERS) or (root / "profiles").is_dir()
+
+
 def discover(roots: list[Path]) -> Discovery:
     """List every profile of every root.
 
     A profile is listed when its home exists, even without ``state.db`` yet (its
-    store then reports ``missing``). A missing root is reported in ``ignored``.
+    store then reports ``missing``). A missing root, or a folder that is not a
+    Hermes home at all (:func:`is_hermes_home`, e.g. a mistyped path), is reported
+    in ``ignored`` with :data:`NOT_A_HOME` and contributes no profile.
     Profile directories that are tombstoned, dot-named, badly named, or that resolve
     outside their root (a symlink) are reported in ``ignored`` and never opened.
     """
@@ -131,6 +145,9 @@ def discover(roots: list[Path]) -> Discovery:
     for root, label in zip(roots, _root_labels(roots)):
         if not root.is_dir():
             result.ignored.append((str(root), "root does not exist or is not a directory"))
+            continue
+        if not is_hermes_home(root):
+            result.ignored.append((str(root), NOT_A_HOME))
             continue
 
         def key_for(name: str) -> str:

@@ -193,3 +193,35 @@ def test_a_second_run_changes_nothing(aged_home):
     assert first["summary"]["applied"] >= 2 and first["summary"]["failed"] == 0
     code, second = heal("--all-profiles", "--apply", "--json")
     assert second["summary"]["applied"] == 0 and second["summary"]["failed"] == 0
+
+
+def test_a_recreated_session_with_tool_calls_heals_in_one_pass(aged_home):
+    """The session row rebuilt for orphan messages carries the tool calls its rows
+    hold, so the next pass finds nothing left (a cron would otherwise warn forever)."""
+    s = store(aged_home, "ops")
+    sid = ids("ops")["cli_main"]
+    [(calls,)] = rows(s, "SELECT SUM(json_array_length(tool_calls)) FROM messages WHERE session_id = ? "
+                         "AND json_valid(tool_calls)", (sid,))
+    assert calls > 0
+    with damage(s) as db:
+        db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+    heal("--profile", "ops", "--apply", "--json")
+    assert rows(s, "SELECT tool_call_count FROM sessions WHERE id = ?", (sid,)) == [(calls,)]
+    code, again = heal("--profile", "ops", "--json")
+    left = [(f["check"], f["severity"]) for f in profile_entry(again, "ops")["findings"] if f["session_id"] == sid]
+    assert left == [("placeholder_session", "info")]  # source 'unknown' until a writer knows better
+
+
+@pytest.mark.parametrize("profile", MODERN)
+def test_recount_fixes_a_drifted_tool_call_count(aged_home, profile):
+    s = store(aged_home, profile)
+    sid = ids(profile)["cli_main"]
+    [(before,)] = rows(s, "SELECT tool_call_count FROM sessions WHERE id = ?", (sid,))
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET tool_call_count = 99 WHERE id = ?", (sid,))
+    code, report = heal("--profile", profile, "--only", "counter_drift", "--apply", "--json")
+    [done] = [a for a in actions(report, profile, "recount_session") if a["session_id"] == sid]
+    assert done["status"] == "applied", done
+    assert rows(s, "SELECT tool_call_count FROM sessions WHERE id = ?", (sid,)) == [(before,)]
+    code, again = heal("--profile", profile, "--only", "counter_drift", "--json")
+    assert not [f for f in profile_entry(again, profile)["findings"] if f["session_id"] == sid]

@@ -199,3 +199,14 @@ def test_sigkill_mid_run_leaves_stores_consistent_and_the_next_run_completes(age
         present = {r[0] for r in conn.execute("SELECT id FROM sessions WHERE source = 'unknown'")}
     assert set(orphans) <= present
     shutil.rmtree(data / "backups", ignore_errors=True)
+
+
+def test_a_root_that_is_not_a_hermes_home_fails_loudly(hermes_home, tmp_path):
+    """A mistyped root in a crontab must not pass every night as "nothing to do"."""
+    stray = tmp_path / "not-hermes"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("hello")
+    code, message = heal("--root", str(stray), "--all-profiles", "--apply")
+    assert code == 2 and "not a Hermes home" in message and str(stray) in message
+    code, report = heal("--root", str(hermes_home), "--all-profiles", "--json")
+    assert report["profiles"]  # a real home still works

@@ -103,3 +103,17 @@ def test_names_hermes_would_not_accept_are_not_profiles(tmp_path, name):
     root = make_home(tmp_path / "home", name)
     keys = [p.key for p in discover([root.resolve()]).profiles]
     assert keys == ["default"]
+
+
+def test_a_folder_that_is_not_a_hermes_home_gives_no_profile(tmp_path):
+    from sessions_app.stores.discovery import NOT_A_HOME
+
+    stray = tmp_path / "Downloads"
+    stray.mkdir()
+    (stray / "holiday.jpg").write_bytes(b"\xff\xd8")
+    fresh = tmp_path / "fresh-hermes"
+    fresh.mkdir()
+    (fresh / "config.yaml").write_text("model: {}\n")  # installed, no store yet
+    found = discover([stray, fresh])
+    assert [(p.name, p.root) for p in found.profiles] == [("default", fresh)]
+    assert (str(stray), NOT_A_HOME) in found.ignored
