@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connections
 from django.utils import timezone
 
 from .actions.engine import Applier, Outcome, plan_from_dict
@@ -67,7 +67,9 @@ def _thread_body(run_id: int) -> None:
     try:
         execute(run_id)
     finally:
-        close_old_connections()
+        # The thread's own connections (dashboard database and store aliases) end
+        # with it: a connection left open keeps e.g. PostgreSQL's test database busy.
+        connections.close_all()
 
 
 def _progress(run: HealRun):

@@ -99,8 +99,10 @@ class HealRunCommand(StoreCommand):
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
             return
+        quiet = 0  # healthy profiles print nothing of their own: cron mails stay short
         for prof in report["profiles"]:
             if prof["status"] == "ok" and not prof["error"] and not prof["findings"] and not prof["actions"]:
+                quiet += 1
                 continue
             head = f"{prof['profile']} ({prof['path']}): {prof['status']}"
             if prof["error"]:
@@ -117,6 +119,7 @@ class HealRunCommand(StoreCommand):
                 self.stdout.write(f"  backup: {prof['backup']}")
         s = report["summary"]
         self.stdout.write(
-            f"{report['mode']}: {s['profiles']} profile(s); {s['critical']} critical, {s['warning']} warning, "
+            f"{report['mode']}: {s['profiles']} profile(s), {quiet} without findings; "
+            f"{s['critical']} critical, {s['warning']} warning, "
             f"{s['info']} info; applied {s['applied']}, skipped {s['skipped']}, failed {s['failed']}"
         )

@@ -11,10 +11,10 @@ from ..stores import liveness as live_mod
 
 register = template.Library()
 
-VERDICT_LINES = {
-    "live": "Live: a Hermes process holds this session; it cannot be deleted now.",
-    "maybe_live": "Maybe live: something suggests an agent may still use this session; deleting needs an override.",
-    "not_live": "Not live: no lease, lock, open surface, routing gateway or recent activity.",
+VERDICT_LINES = {  # shown after the verdict word itself ("live — …")
+    "live": "a Hermes process holds this session; it cannot be deleted now.",
+    "maybe_live": "something suggests an agent may still use this session; deleting needs an override.",
+    "not_live": "no lease, lock, open surface, routing gateway or recent activity.",
 }
 SOURCE_LABELS = {
     "turn_lease": "turn lease", "compression_lock": "compression lock", "registry": "active-session registry",

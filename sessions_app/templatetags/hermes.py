@@ -20,6 +20,14 @@ def epoch(value):
 
 
 @register.filter
+def epoch_utc(value):
+    """:func:`epoch` followed by `` UTC`` when the value was a time (the stores keep
+    epoch seconds; every page shows them in UTC)."""
+    shown = epoch(value)
+    return f"{shown} UTC" if shown is not value and shown != "—" else shown
+
+
+@register.filter
 def pretty_json(value):
     """Indented JSON for a JSON string or value; unparseable text is returned as is."""
     if isinstance(value, str):

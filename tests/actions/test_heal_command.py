@@ -84,7 +84,7 @@ def test_a_clean_run_prints_only_the_result(aged_home):
     code, text = heal("--all-profiles", "--only", "orphan_messages")
     assert code == 0
     assert text.strip().splitlines() == [
-        "check: 6 profile(s); 0 critical, 0 warning, 0 info; applied 0, skipped 0, failed 0"
+        "check: 6 profile(s), 6 without findings; 0 critical, 0 warning, 0 info; applied 0, skipped 0, failed 0"
     ]
 
 
