@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from ..checks.base import active_predicate
 from ..stores.lineage import classify_edge
 from ..stores.schema import Capabilities
 from .base import Action, ActionContext, Change, Plan, one, row_dict
@@ -36,7 +37,7 @@ def message_facts(conn: sqlite3.Connection, caps: Capabilities, session_id: str)
     tool calls over active rows (reference 3.1): ``tool_calls`` (entries of the
     ``tool_calls`` lists, what appends add to ``tool_call_count``) and ``alt_calls``
     (tool rows plus calling assistant rows, ``clear_session_messages``' recount)."""
-    is_active = "(active IS NULL OR active != 0)" if caps.has("messages", "active") else "1"
+    is_active = active_predicate(caps)
     row = row_dict(
         conn,
         f"SELECT COUNT(*) AS rows, SUM(CASE WHEN {is_active} THEN 1 ELSE 0 END) AS active_rows, "
@@ -431,7 +432,7 @@ class RecountSession(Action):
         values = plan.params.get("values") or {}
         if not isinstance(values, dict) or set(values) - set(self.COLUMNS):
             raise ValueError("a recount sets message_count and tool_call_count only")
-        if not all(isinstance(v, int) and v >= 0 for v in values.values()):
+        if not all(type(v) is int and v >= 0 for v in values.values()):
             raise ValueError("counters are whole numbers, 0 or more")
 
     def write(self, conn, caps, plan):

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from ..checks.base import active_predicate
 from ..stores import jsonl
 from ..stores.liveness import idle_seconds_setting
 from ..stores.transcript import JSON_PREFIX
@@ -336,9 +337,9 @@ class ImportJsonlTranscript(Action):
     @staticmethod
     def _recount(conn, caps, sid: str, new_calls: int) -> None:
         if caps.has("sessions", "message_count"):
-            active = "active IS NULL OR active != 0" if caps.has("messages", "active") else "1"
+            # The counter_drift check's own predicate, so the import leaves nothing to recount.
             conn.execute(f"UPDATE sessions SET message_count = (SELECT COUNT(*) FROM messages WHERE session_id = ? "
-                         f"AND ({active})) WHERE id = ?", (sid, sid))
+                         f"AND {active_predicate(caps)}) WHERE id = ?", (sid, sid))
         if new_calls and caps.has("sessions", "tool_call_count"):
             conn.execute("UPDATE sessions SET tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?",
                          (new_calls, sid))

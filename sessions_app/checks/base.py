@@ -69,6 +69,18 @@ class Thresholds:
         )
 
 
+def active_predicate(caps, alias: str = "") -> str:
+    """SQL predicate "message row is active", shared by the checks and the actions
+    that heal them (so a heal and its check agree). Stores before 0.17 have no
+    ``active`` column (every row is live); ``active IS NULL`` counts as active, as
+    upstream heals it to 1 on its next writable open (reference 10.18); any other
+    value (0, or a stray 2) is not active."""
+    if not caps.has("messages", "active"):
+        return "1"
+    col = f"{alias}.active" if alias else "active"
+    return f"({col} = 1 OR {col} IS NULL)"
+
+
 @dataclass
 class CheckContext:
     """Everything a check may read during one pass over one store.
@@ -111,13 +123,8 @@ class CheckContext:
         return self.caps.has(table, column)
 
     def active(self, alias: str = "") -> str:
-        """SQL predicate "row is active". Stores before 0.17 have no ``active``
-        column (every row is live); ``active IS NULL`` counts as active, as upstream
-        heals it to 1 on its next writable open (reference 10.18)."""
-        if not self.has("messages", "active"):
-            return "1"
-        col = f"{alias}.active" if alias else "active"
-        return f"({col} = 1 OR {col} IS NULL)"
+        """SQL predicate "row is active" (:func:`active_predicate`)."""
+        return active_predicate(self.caps, alias)
 
     def session_filter(self, column: str) -> tuple[str, tuple]:
         """``(" AND <column> = ?", (session_id,))`` in a restricted run, else ``("", ())``."""

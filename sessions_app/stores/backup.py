@@ -135,9 +135,14 @@ class Backup:
     verified: bool
 
 
-def list_backups() -> list[Backup]:
+def list_backups(known: dict[str, tuple[str, str]] | None = None) -> list[Backup]:
     """Every folder under :func:`backups_dir`, oldest first. Never raises for a
-    folder it cannot read: that one is listed as unverified, with its mtime."""
+    folder it cannot read: that one is listed as unverified, with its mtime.
+
+    ``known`` maps a backup file path (``…/state.db``) to ``(store path, profile)``
+    for copies recorded elsewhere as verified (the audit trail of runs older than
+    the manifests); such a folder counts as a verified copy of that store."""
+    known = known or {}
     root = backups_dir()
     try:
         names = sorted(os.listdir(root))
@@ -158,39 +163,49 @@ def list_backups() -> list[Backup]:
                 mtime = folder.stat().st_mtime
             except OSError:
                 continue
-            found.append(Backup(str(folder), "", "", mtime, size, False))
+            store_path, profile = known.get(str(folder / "state.db"), ("", ""))
+            found.append(Backup(str(folder), store_path, profile, mtime, size, bool(store_path)))
     found.sort(key=lambda b: (b.created_at, b.path))
     return found
 
 
+GRACE_SECONDS = 3600  # never removed younger than this: a copy may still be being taken
+
+
 def expired_backups(now: float | None = None, older_than_days: float | None = None,
-                    keep: int | None = None) -> list[Backup]:
+                    keep: int | None = None, known: dict | None = None) -> list[Backup]:
     """What a purge removes: backups older than the retention
     (``HERMES_BACKUP_RETENTION_DAYS``), except the newest ``keep``
-    (``HERMES_BACKUP_KEEP``) verified copies of each store, whatever their age, so a
-    store that is seldom repaired keeps its last good copies. Folders without a
-    manifest (failed or older copies) are only removed by age."""
+    (``HERMES_BACKUP_KEEP``, at least 1) verified copies of each store, whatever
+    their age, so a store that is seldom repaired keeps its last good copies.
+    Folders of no known store (failed copies) go by age alone. Nothing younger than
+    :data:`GRACE_SECONDS` is removed: a deletion from the browser takes its backup
+    outside the run lock, and its folder has no manifest until the copy verified.
+    Raises ValueError for a negative retention."""
     now = dt.datetime.now(dt.timezone.utc).timestamp() if now is None else now
     days = settings.HERMES_BACKUP_RETENTION_DAYS if older_than_days is None else float(older_than_days)
-    keep = settings.HERMES_BACKUP_KEEP if keep is None else int(keep)
-    limit = now - days * 86400
-    backups = list_backups()
+    keep = max(1, settings.HERMES_BACKUP_KEEP if keep is None else int(keep))
+    if days < 0:
+        raise ValueError(f"the backup retention must be 0 days or more, not {days:g}")
+    limit = min(now - days * 86400, now - GRACE_SECONDS)
+    backups = list_backups(known)
     kept: set[str] = set()
     by_store: dict[str, list[Backup]] = {}
     for b in backups:
         if b.verified:
             by_store.setdefault(b.store_path, []).append(b)
     for copies in by_store.values():
-        kept.update(b.path for b in copies[-keep:] if keep > 0)
+        kept.update(b.path for b in copies[-keep:])
     return [b for b in backups if b.created_at <= limit and b.path not in kept]
 
 
 def purge_backups(now: float | None = None, older_than_days: float | None = None, keep: int | None = None,
-                  dry_run: bool = False, on_removed=None) -> list[Backup]:
+                  dry_run: bool = False, on_removed=None, known: dict | None = None) -> list[Backup]:
     """Remove what :func:`expired_backups` lists (unless ``dry_run``); returns it.
     ``on_removed(backup)`` runs right after each removal (the command audits there).
-    Raises OSError when a folder cannot be removed (earlier removals stay recorded)."""
-    items = expired_backups(now, older_than_days, keep)
+    Raises OSError when a folder cannot be removed (earlier removals stay recorded),
+    ValueError for a negative retention."""
+    items = expired_backups(now, older_than_days, keep, known)
     if not dry_run:
         for item in items:
             shutil.rmtree(item.path)

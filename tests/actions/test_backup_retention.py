@@ -59,9 +59,10 @@ def test_old_backups_go_but_the_newest_of_each_store_stay(hermes_home):
 
 def test_recent_backups_stay_and_a_dry_run_removes_nothing(hermes_home):
     records = _backups(hermes_home, "ops", 2)
-    assert _purge("--keep", "0")["purged"] == []  # younger than the 30-day default
+    assert _purge("--keep", "1")["purged"] == []  # younger than the 30-day default
+    assert _purge("--keep", "1", "--older-than", "0")["purged"] == []  # younger than the hour of grace
     _age(Path(records[0].path).parent, 31)
-    dry = _purge("--keep", "0", "--dry-run")
+    dry = _purge("--keep", "1", "--dry-run")
     assert [p["path"] for p in dry["purged"]] == [str(Path(records[0].path).parent)] and dry["dry_run"]
     assert all(Path(r.path).exists() for r in records)
     assert not AuditEvent.objects.filter(action="purge_backup").exists()
@@ -72,7 +73,7 @@ def test_a_copy_without_manifest_goes_by_age_only(hermes_home, data_dir):
     failed = backup.backups_dir() / "20200101-000000-ops-left-for-inspection"
     failed.mkdir()
     (failed / "state.db").write_bytes(b"partial copy")
-    assert _purge("--older-than", "30")["purged"] == []  # its mtime is now
+    assert _purge("--older-than", "0")["purged"] == []  # its mtime is now: maybe a copy being taken
     old = time.time() - 40 * DAY
     os.utime(failed, (old, old))
     report = _purge("--older-than", "30", "--keep", "5")
@@ -80,7 +81,27 @@ def test_a_copy_without_manifest_goes_by_age_only(hermes_home, data_dir):
     assert Path(kept.path).exists()
 
 
-@pytest.mark.parametrize("args,says", [(["--keep", "-1"], "--keep must be 0 or more"),
+def test_a_copy_from_before_manifests_is_known_from_the_audit_trail(hermes_home):
+    """A heal run's backup recorded in its audit event is a verified copy of its
+    store: as the store's only copy it stays, whatever its age."""
+    s = store(hermes_home, "ops")
+    record = backup.backup_store(s)
+    folder = Path(record.path).parent
+    (folder / "backup.json").unlink()  # as backups were written before manifests
+    old = time.time() - 400 * DAY
+    os.utime(folder, (old, old))
+    AuditEvent.objects.create(actor_label="cron", action="recount_session", profile="ops", store_path=str(s.path),
+                              outcome="applied", backup_path=record.path, backup_sha256=record.sha256,
+                              backup_size=record.size)
+    assert _purge("--older-than", "30")["purged"] == []
+    newer = _backups(hermes_home, "ops", 1)[0]
+    _age(Path(newer.path).parent, 1)
+    report = _purge("--older-than", "30", "--keep", "1")
+    assert [p["path"] for p in report["purged"]] == [str(folder)] and report["purged"][0]["verified"] is True
+
+
+@pytest.mark.parametrize("args,says", [(["--keep", "0"], "--keep must be 1 or more"),
+                                       (["--keep", "-1"], "--keep must be 1 or more"),
                                        (["--older-than", "-2"], "--older-than must be 0 or more"),
                                        (["--keep", "many"], "invalid int value: 'many'")])
 def test_wrong_arguments_are_refused(hermes_home, args, says):
@@ -96,7 +117,9 @@ def test_purge_waits_for_a_running_heal(hermes_home):
     _age(Path(record.path).parent, 40)
     with run_lock("heal", label="run #4 by cron"):
         with pytest.raises(CommandError) as refused:
-            call_command("purge_backups", "--keep", "0", stdout=StringIO())
+            call_command("purge_backups", "--older-than", "1", stdout=StringIO())
     assert refused.value.returncode == 2 and "run #4 by cron" in str(refused.value)
     assert Path(record.path).exists()
-    assert _purge("--keep", "0")["purged"][0]["path"] == str(Path(record.path).parent)
+    newer = _backups(hermes_home, "ops", 1)[0]
+    assert _purge("--older-than", "1", "--keep", "1")["purged"][0]["path"] == str(Path(record.path).parent)
+    assert Path(newer.path).exists()

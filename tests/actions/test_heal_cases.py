@@ -225,3 +225,58 @@ def test_recount_fixes_a_drifted_tool_call_count(aged_home, profile):
     assert rows(s, "SELECT tool_call_count FROM sessions WHERE id = ?", (sid,)) == [(before,)]
     code, again = heal("--profile", profile, "--only", "counter_drift", "--json")
     assert not [f for f in profile_entry(again, profile)["findings"] if f["session_id"] == sid]
+
+
+def test_recount_and_its_check_agree_on_odd_active_values(aged_home):
+    """A stray active = 2 is not an active row for the check; the recount must count
+    it the same way, or a nightly heal would warn forever."""
+    s = store(aged_home, "default")
+    sid = ids("default")["cli_main"]
+    with damage(s) as db:
+        db.execute("UPDATE messages SET active = 2 WHERE id = (SELECT MAX(id) FROM messages WHERE session_id = ?)",
+                   (sid,))
+    code, report = heal("--profile", "default", "--only", "counter_drift", "--apply", "--json")
+    [done] = [a for a in actions(report, "default", "recount_session") if a["session_id"] == sid]
+    assert done["status"] == "applied", done
+    code, again = heal("--profile", "default", "--only", "counter_drift", "--json")
+    assert not [f for f in profile_entry(again, "default")["findings"] if f["session_id"] == sid]
+
+
+def test_recount_skips_when_a_writer_changed_the_counter_after_planning(aged_home):
+    """Rule 2: the state the plan was made against is re-read inside the write
+    transaction; a counter an agent changed meanwhile is left to the agent."""
+    from sessions_app.actions.engine import Applier, plan_for
+    from sessions_app.checks import run_store_checks
+
+    s = store(aged_home, "edge")
+    sid = ids("edge")["cli_main"]
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET tool_call_count = 99 WHERE id = ?", (sid,))
+    [finding] = [f for f in run_store_checks(s, only=["counter_drift"]).findings if f.session_id == sid]
+    with s.read() as conn:
+        plan = plan_for(s, conn, s.capabilities(conn), finding)
+    assert [c.column for c in plan.changes] == ["tool_call_count"] and not plan.blocked
+    with damage(s) as db:  # an agent bumps the counter between preview and apply
+        db.execute("UPDATE sessions SET tool_call_count = 100 WHERE id = ?", (sid,))
+    outcome = Applier(actor_label="test").apply(s, plan)
+    assert outcome.status == "skipped" and "changed since it was planned" in outcome.reason
+    assert rows(s, "SELECT tool_call_count FROM sessions WHERE id = ?", (sid,)) == [(100,)]
+
+
+def test_a_tampered_recount_plan_is_refused(aged_home):
+    from dataclasses import replace
+
+    from sessions_app.actions.engine import Applier, plan_for
+    from sessions_app.checks import run_store_checks
+
+    s = store(aged_home, "edge")
+    sid = ids("edge")["cli_main"]
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET tool_call_count = 99 WHERE id = ?", (sid,))
+    [finding] = [f for f in run_store_checks(s, only=["counter_drift"]).findings if f.session_id == sid]
+    with s.read() as conn:
+        plan = plan_for(s, conn, s.capabilities(conn), finding)
+    for values in ({"title": 1}, {"tool_call_count": True}, {"tool_call_count": -1}):
+        outcome = Applier(actor_label="test").apply(s, replace(plan, params={"values": values}))
+        assert outcome.status == "failed" and "invalid plan" in outcome.reason, outcome.reason
+    assert rows(s, "SELECT tool_call_count FROM sessions WHERE id = ?", (sid,)) == [(99,)]

@@ -5,9 +5,11 @@
 A heal run copies a store into ``<data>/backups/`` before its first write (ground
 rule 4), so a nightly cron that repairs something copies the whole store every
 night. This removes backups older than ``HERMES_ADMIN_BACKUP_RETENTION_DAYS``
-(default 30) except the newest ``HERMES_ADMIN_BACKUP_KEEP`` (default 3) verified
-copies of each store, whatever their age. It holds the run lock that heal runs hold,
-so a backup being taken is never removed. Each removed backup is recorded in the
+(default 30) except the newest ``HERMES_ADMIN_BACKUP_KEEP`` (default 3, at least 1)
+verified copies of each store, whatever their age; copies made before backups
+carried a manifest are recognised from the audit trail. It holds the run lock that
+heal runs hold, and never removes a backup younger than an hour (a deletion from the
+browser takes its backup outside that lock). Each removed backup is recorded in the
 audit trail (action ``purge_backup``) as soon as it is gone. Exit status 0, or 2
 when a folder could not be removed or another run holds the lock.
 """
@@ -42,10 +44,15 @@ class Command(BaseCommand):
         days, keep = options["older_than"], options["keep"]
         if days is not None and days < 0:
             raise CommandError("--older-than must be 0 or more", returncode=2)
-        if keep is not None and keep < 0:
-            raise CommandError("--keep must be 0 or more", returncode=2)
+        if keep is not None and keep < 1:
+            raise CommandError("--keep must be 1 or more: each store keeps its newest backup", returncode=2)
         days = settings.HERMES_BACKUP_RETENTION_DAYS if days is None else days
-        keep = settings.HERMES_BACKUP_KEEP if keep is None else keep
+        keep = max(1, settings.HERMES_BACKUP_KEEP if keep is None else keep)
+        if days < 0:
+            raise CommandError(f"HERMES_ADMIN_BACKUP_RETENTION_DAYS must be 0 or more, not {days:g}", returncode=2)
+        # Copies made before backups carried a manifest are known from the audit trail.
+        known = {e["backup_path"]: (e["store_path"], e["profile"])
+                 for e in AuditEvent.objects.exclude(backup_path="").values("backup_path", "store_path", "profile")}
         label = f"command:purge_backups@{socket.gethostname()}"
 
         def audit(item: backup.Backup):
@@ -60,7 +67,7 @@ class Command(BaseCommand):
             # A dry run removes nothing: it needs no lock.
             with nullcontext() if options["dry_run"] else run_lock("heal", label="purge_backups"):
                 items = backup.purge_backups(older_than_days=days, keep=keep, dry_run=options["dry_run"],
-                                             on_removed=audit)
+                                             on_removed=audit, known=known)
         except RunLocked as exc:
             raise CommandError(f"{exc}; nothing purged, retry later", returncode=2)
         except OSError as exc:
