@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -45,10 +44,13 @@ class StoreCommand(BaseCommand):
         if not found.roots:
             self.fail("no Hermes root: pass --root PATH, or set HERMES_ROOTS or HERMES_HOME")
         # A mistyped root must not pass a cron run as "nothing to do".
-        bad = [f"{path}: {reason}" for path, reason in found.ignored if Path(path) in found.roots]
-        if bad:
-            self.fail("; ".join(bad))
+        # A mistyped or unmounted root must not pass a cron run as "nothing to do":
+        # with no profile left it is an error now; beside good roots, the run goes
+        # on and the command exits 2 at the end (``skipped_roots``).
+        self.skipped_roots = [f"{path}: {reason}" for path, reason in found.bad_roots]
         everything = registry.stores()
+        if not everything and self.skipped_roots:
+            self.fail("; ".join(self.skipped_roots))
         if options["all_profiles"]:
             return everything, everything
         by_key = {s.key: s for s in everything}

@@ -62,8 +62,14 @@ class HealRunCommand(StoreCommand):
             raise
         except Exception as exc:  # never let a crash read as "findings remain" (exit 1)
             self.fail(f"the run failed: {exc.__class__.__name__}: {exc}")
+        skipped = getattr(self, "skipped_roots", []) if options["all_profiles"] else []
+        if skipped:
+            report["skipped_roots"] = skipped
         self._print(report, options)
         code = exit_status(report, options["fail_on"])
+        if skipped:
+            code = 2
+            self.stderr.write(f"{self.command_name()}: root(s) skipped: {'; '.join(skipped)}")
         if code:
             # One line on stderr even with --json on stdout: cron mails it, so a
             # failing or unhealthy night never passes silently.

@@ -68,6 +68,12 @@ class Discovery:
     def by_key(self) -> dict[str, Profile]:
         return {p.key: p for p in self.profiles}
 
+    @property
+    def bad_roots(self) -> list[tuple[str, str]]:
+        """``(path, reason)`` for configured roots that gave no profile at all."""
+        roots = {str(r) for r in self.roots}
+        return [(path, reason) for path, reason in self.ignored if path in roots]
+
 
 def configured_roots(explicit: list[str] | None = None) -> list[Path]:
     """Roots to scan, most specific source first.
@@ -118,16 +124,27 @@ def _within(path: Path, root: Path) -> bool:
         return False
 
 
-# What makes a folder a Hermes home (reference 1.2, hermes_constants.py
-# _HERMES_HOME_MARKERS), plus a profiles/ folder: a root may hold named profiles only.
-HOME_MARKERS = ("config.yaml", ".env", "state.db")
-NOT_A_HOME = "not a Hermes home (no config.yaml, .env, state.db or profiles/)"
+# What makes a folder a Hermes home: upstream's markers (reference 1.2,
+# hermes_constants.py _HERMES_HOME_MARKERS), and what Hermes leaves beside a store
+# that is damaged or gone (reference 1.3/1.4): its WAL sidecars, quarantined or
+# backed-up copies (state.db.*), sessions/ transcripts, snapshots, the sticky
+# active_profile, and profiles/ (a root may hold named profiles only). A damaged
+# home must still be listed: its checks are what explain the damage.
+HOME_MARKERS = ("config.yaml", ".env", "state.db", "state.db-wal", "state.db-shm", "active_profile")
+HOME_FOLDERS = ("profiles", "sessions", "state-snapshots")
+NOT_A_HOME = ("not a Hermes home (none of config.yaml, .env, state.db or its sidecars and copies, "
+              "sessions/, profiles/)")
 
 
 def is_hermes_home(root: Path) -> bool:
-    """Whether ``root`` has one of Hermes' home markers or a ``profiles/`` folder
-    (``os.stat`` only: nothing is opened)."""
-    return any((root / name).exists() for name in HOME_MARKERS) or (root / "profiles").is_dir()
+    """Whether ``root`` holds anything Hermes writes into a home (names listed and
+    ``os.stat``-ed only: nothing is opened)."""
+    if any((root / name).exists() for name in HOME_MARKERS) or any((root / d).is_dir() for d in HOME_FOLDERS):
+        return True
+    try:
+        return any(name.startswith("state.db.") for name in os.listdir(root))
+    except OSError:
+        return False
 
 
 def discover(roots: list[Path]) -> Discovery:

@@ -203,10 +203,16 @@ def test_sigkill_mid_run_leaves_stores_consistent_and_the_next_run_completes(age
 
 def test_a_root_that_is_not_a_hermes_home_fails_loudly(hermes_home, tmp_path):
     """A mistyped root in a crontab must not pass every night as "nothing to do"."""
+    from sessions_app.stores.discovery import NOT_A_HOME
+
     stray = tmp_path / "not-hermes"
     stray.mkdir()
     (stray / "notes.txt").write_text("hello")
     code, message = heal("--root", str(stray), "--all-profiles", "--apply")
     assert code == 2 and "not a Hermes home" in message and str(stray) in message
     code, report = heal("--root", str(hermes_home), "--all-profiles", "--json")
-    assert report["profiles"]  # a real home still works
+    assert report["profiles"] and "skipped_roots" not in report  # a real home still works
+    # Beside a good root, the good one is still healed and the run exits 2 at the end.
+    code, report = heal("--root", str(hermes_home), "--root", str(stray), "--all-profiles", "--json")
+    assert code == 2 and len(report["profiles"]) == 6
+    assert report["skipped_roots"] == [f"{stray}: {NOT_A_HOME}"]

@@ -117,3 +117,15 @@ def test_a_folder_that_is_not_a_hermes_home_gives_no_profile(tmp_path):
     found = discover([stray, fresh])
     assert [(p.name, p.root) for p in found.profiles] == [("default", fresh)]
     assert (str(stray), NOT_A_HOME) in found.ignored
+
+
+@pytest.mark.parametrize("leftover", ["state.db-wal", "state.db.notadb-20261101-120000-42.bak", ".env",
+                                      "sessions/20261101_120000_abcdef.jsonl", "profiles/ops/state.db"])
+def test_a_damaged_or_fresh_home_is_still_a_home(tmp_path, leftover):
+    """What Hermes leaves when the store itself is gone still marks a home: its
+    checks (missing store, JSONL on disk only, quarantined copies) explain it."""
+    root = tmp_path / "hermes"
+    (root / leftover).parent.mkdir(parents=True, exist_ok=True)
+    (root / leftover).write_bytes(b"x")
+    found = discover([root])
+    assert "default" in [p.name for p in found.profiles] and not found.ignored

@@ -296,3 +296,11 @@ def test_raw_message_view_returns_full_text(admin_client, hermes_home):
     response = admin_client.get(f"/p/default/s/{IDS['cli_main']}/m/{first}/")
     assert response["Content-Type"].startswith("text/plain")
     assert "build" in response.content.decode()
+
+
+def test_overview_says_when_a_root_is_not_a_hermes_home(admin_client, hermes_home, settings, tmp_path):
+    stray = tmp_path / "typo"
+    stray.mkdir()
+    settings.HERMES_ROOTS = [str(hermes_home), str(stray)]
+    html = visible(text_of(admin_client.get("/")))
+    assert f"Root {stray} is skipped: not a Hermes home" in html
