@@ -40,28 +40,53 @@ def _core(text: str) -> str:
     return text.strip().strip("…").strip()
 
 
+WINDOW = 4096  # characters of the message masked around a snippet (secrets are far shorter)
+WHOLE_LIMIT = 256 * 1024  # a snippet not found in its message: mask it whole up to this size
+
+
 def _mask_hits(results, texts: dict[int, str]) -> None:
     """Mask snippets for users who see masked text.
 
     Masking the snippet alone is not enough: a snippet is a window of words that
-    may cut a secret, and a cut secret no longer matches its pattern. So the whole
-    message is masked, and a snippet shows only when each of its pieces is also
-    text of the masked message; otherwise it is replaced by a notice.
+    may cut a secret, and a cut secret no longer matches its pattern. So the text
+    around the snippet is masked (a bounded window: masking a 2 MB tool output
+    whole takes seconds), and a snippet shows only when each of its pieces is also
+    text of the masked message; otherwise it is replaced by a notice. A hit whose
+    matched words occur only inside secrets is dropped (``results.masked_out``):
+    prefix queries would otherwise tell, hit by hit, how a secret begins.
     """
+    kept = []
     for hit in results.hits:
         plain = "".join(text for text, _ in hit.parts)
-        masked_plain = mask(plain)
         full = texts.get(hit.id, "")
-        masked_full = mask(full)
-        if masked_full == full:  # no secret in the message (as far as patterns tell)
+        anchor = next((_core(t) for t, _ in hit.parts if _core(t)), "")
+        at = full.find(anchor) if anchor else -1
+        if at >= 0:
+            window = full[max(0, at - WINDOW): at + len(plain) + WINDOW]
+        elif len(full) <= WHOLE_LIMIT:
+            window = full
+        else:
+            window = None  # cannot place it: hide the snippet, keep nothing unmasked
+        masked = mask(window) if window is not None else None
+        if masked is not None and masked == window:  # no secret near it (as far as patterns tell)
+            masked_plain = mask(plain)
             if masked_plain != plain:
                 hit.parts = [(masked_plain, False)]
-        elif all(_core(t) in masked_full for t, _ in hit.parts):
+            kept.append(hit)
+            continue
+        matched = [_core(t) for t, is_match in hit.parts if is_match and _core(t)]
+        if masked is None or (matched and not all(m in masked for m in matched)):
+            results.masked_out += 1
+            continue
+        if all(_core(t) in masked for t, _ in hit.parts):
             pass  # the snippet quotes only text around the secrets
-        elif _core(masked_plain) in masked_full:
-            hit.parts = [(masked_plain, False)]  # whole secrets inside, masked as in the message
+        elif _core(mask(plain)) in masked:
+            hit.parts = [(mask(plain), False)]  # whole secrets inside, masked as in the message
         else:
             hit.parts = [(HIDDEN_SNIPPET, False)]  # it cuts a secret
+        kept.append(hit)
+    results.hits = kept
+    for hit in results.hits:
         if hit.session and hit.session.get("title"):
             hit.session["title"] = mask(hit.session["title"])
 

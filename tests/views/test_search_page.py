@@ -167,6 +167,35 @@ def test_a_snippet_that_cuts_a_secret_is_hidden_when_masking_is_on(admin_client,
     assert tail not in html and "touches a masked secret" in html
 
 
+def test_prefix_searches_do_not_spell_out_a_masked_secret(admin_client, hermes_home, settings):
+    db = hermes_home / "state.db"
+    conn = sqlite3.connect(db)
+    sid = ids("default")["cli_main"]
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
+                 (sid, "token sk-ant-api03-" + "Zq7Xv3Lm" * 5 + " for the build"))
+    conn.commit()
+    conn.close()
+    assert 'data-message="' in html_of(admin_client.get("/p/default/search/?q=Zq7X*"))
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = html_of(admin_client.get("/p/default/search/?q=Zq7X*"))
+    assert 'data-message="' not in html and "1 match on this page is not shown" in html
+    assert 'data-message="' in html_of(admin_client.get("/p/default/search/?q=build"))  # the message itself stays
+
+
+def test_a_secret_deep_in_a_huge_tool_output_is_masked_in_its_snippet(admin_client, hermes_home, settings):
+    db = hermes_home / "state.db"
+    conn = sqlite3.connect(db)
+    sid = ids("default")["cli_main"]
+    key = "sk-ant-api03-" + "Hh4Jj5Kk" * 5
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'tool', ?, 1796008075.0)",
+                 (sid, "line of build log\n" * 120_000 + f"export KEY={key} # zanzibar\n" + "tail\n" * 1000))
+    conn.commit()
+    conn.close()
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
+    assert "Hh4Jj5Kk" not in html and 'data-message="' in html
+
+
 def test_expression_and_snippet_helpers():
     assert fts_expression('deploy "a phrase" pre*') == '"deploy" "a phrase" "pre"*'
     assert fts_expression('say "hi') == '"say" "hi"'
