@@ -187,7 +187,7 @@ def session_detail(request, store, session_id):
                 flash.info(request, f"Message #{at} is not among this session's visible messages; "
                                     "showing the page that follows it.")
         parent = lineage.parent(session) if session else None
-        children = lineage.children(session_id) if session else []
+        children = lineage.children(session_id)  # children may outlive a deleted parent row
         chain = lineage.chain(session_id) if session else []
         system_prompt = None
         if session and can_read:

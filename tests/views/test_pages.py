@@ -304,3 +304,17 @@ def test_overview_says_when_a_root_is_not_a_hermes_home(admin_client, hermes_hom
     settings.HERMES_ROOTS = [str(hermes_home), str(stray)]
     html = visible(text_of(admin_client.get("/")))
     assert f"Root {stray} is skipped: not a Hermes home" in html
+
+
+def test_an_orphaned_session_page_still_names_its_children(admin_client, hermes_home):
+    import sqlite3
+
+    sids = ids("default")
+    conn = sqlite3.connect(hermes_home / "state.db")
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("DELETE FROM sessions WHERE id = ?", (sids["cli_main"],))
+    conn.commit()
+    conn.close()
+    html = visible(text_of(admin_client.get(f"/p/default/s/{sids['cli_main']}/")))
+    assert "No session row exists" in html and "No session row: nothing is known" in html
+    assert sids["delegate_child"] in html and "No children" not in html
