@@ -211,6 +211,9 @@ def session_detail(request, store, session_id):
         # Details may quote store text; the findings box and the markers in the
         # transcript both show them.
         findings = [replace(f, detail=mask(f.detail)) for f in findings]
+        for row in [parent or {}, *children, *chain]:  # titles of the lineage too
+            if row.get("title"):
+                row["title"] = mask(row["title"])
     usage_rows = []
     if caps.has_table("session_model_usage"):
         usage_fields = [f.attname for f in SessionModelUsage._meta.concrete_fields

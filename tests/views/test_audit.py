@@ -196,3 +196,16 @@ def test_finding_details_are_masked_wherever_they_show(hermes_home, monkeypatch,
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = client.get(f"/p/default/s/{sid}/").content.decode()
     assert token not in html and html.count("secret masked") >= 2
+
+
+def test_lineage_titles_are_masked_too(hermes_home):
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    conn = sqlite3.connect(hermes_home / "state.db")
+    for n, sid in enumerate((IDS["compress_mid"], IDS["delegate_child"])):  # titles are unique
+        conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (f"fix {n} with {token}", sid))
+    conn.commit()
+    conn.close()
+    auditor = role_client("Auditor")
+    for sid in (IDS["compress_root"], IDS["compress_tip"], IDS["cli_main"]):
+        html = auditor.get(f"/p/default/s/{sid}/").content.decode()
+        assert token not in html, sid
