@@ -62,22 +62,18 @@ class HealRunCommand(StoreCommand):
             raise
         except Exception as exc:  # never let a crash read as "findings remain" (exit 1)
             self.fail(f"the run failed: {exc.__class__.__name__}: {exc}")
-        skipped = getattr(self, "skipped_roots", []) if options["all_profiles"] else []
-        if skipped:
-            report["skipped_roots"] = skipped
         self._print(report, options)
-        code = exit_status(report, options["fail_on"])
-        if skipped:
-            code = 2
-            self.stderr.write(f"{self.command_name()}: root(s) skipped: {'; '.join(skipped)}")
+        skipped = report.get("skipped_roots", [])
+        code = 2 if skipped else exit_status(report, options["fail_on"])
         if code:
             # One line on stderr even with --json on stdout: cron mails it, so a
             # failing or unhealthy night never passes silently.
             summary = report["summary"]
             unreadable = sum(p["status"] not in ("ok", "missing") for p in report["profiles"])
+            roots = f"; root(s) skipped: {'; '.join(skipped)}" if skipped else ""
             self.stderr.write(
                 f"{self.command_name()}: exit {code}: {summary['critical']} critical, {summary['warning']} warning, "
-                f"{summary['failed']} failed action(s), {unreadable} store(s) not readable"
+                f"{summary['failed']} failed action(s), {unreadable} store(s) not readable{roots}"
             )
         if code:
             sys.exit(code)
@@ -92,6 +88,8 @@ class HealRunCommand(StoreCommand):
         try:
             report = heal(selected, all_stores=everything, only=only, apply=options["apply"], applier=applier,
                           progress=self.progress)
+            if getattr(self, "skipped_roots", None):
+                report["skipped_roots"] = list(self.skipped_roots)  # kept with the run, and exit 2
         except BaseException as exc:
             run.status, run.error, run.finished_at = HealRun.Status.FAILED, repr(exc), timezone.now()
             run.save()

@@ -131,7 +131,7 @@ def _within(path: Path, root: Path) -> bool:
 # active_profile, and profiles/ (a root may hold named profiles only). A damaged
 # home must still be listed: its checks are what explain the damage.
 HOME_MARKERS = ("config.yaml", ".env", "state.db", "state.db-wal", "state.db-shm", "active_profile")
-HOME_FOLDERS = ("profiles", "sessions", "state-snapshots")
+HOME_FOLDERS = ("profiles", "state-snapshots")
 NOT_A_HOME = ("not a Hermes home (none of config.yaml, .env, state.db or its sidecars and copies, "
               "sessions/, profiles/)")
 
@@ -142,7 +142,11 @@ def is_hermes_home(root: Path) -> bool:
     if any((root / name).exists() for name in HOME_MARKERS) or any((root / d).is_dir() for d in HOME_FOLDERS):
         return True
     try:
-        return any(name.startswith("state.db.") for name in os.listdir(root))
+        if any(name.startswith("state.db.") for name in os.listdir(root)):
+            return True
+        # sessions/ alone is a common folder name: only Hermes' own files count
+        # (the routing mirror, or <session id>.jsonl transcripts).
+        return any(name == "sessions.json" or name.endswith(".jsonl") for name in os.listdir(root / "sessions"))
     except OSError:
         return False
 

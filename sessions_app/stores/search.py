@@ -72,7 +72,6 @@ class Results:
     hits: list[Hit] = field(default_factory=list)
     next_before: int | None = None  # rowid for the next (older) page, None at the end
     stale: int = 0  # index rows whose message no longer exists
-    masked_out: int = 0  # hits left out for matching only inside masked secrets (set by the view)
 
 
 def fts_expression(text: str) -> str:

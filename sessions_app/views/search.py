@@ -49,35 +49,37 @@ def _mask_hits(results, texts: dict[int, str]) -> None:
 
     Masking the snippet alone is not enough: a snippet is a window of words that
     may cut a secret, and a cut secret no longer matches its pattern. So the text
-    around the snippet is masked (a bounded window: masking a 2 MB tool output
-    whole takes seconds), and a snippet shows only when each of its pieces is also
-    text of the masked message; otherwise it is replaced by a notice. A hit whose
-    matched words occur only inside secrets is dropped (``results.masked_out``):
-    prefix queries would otherwise tell, hit by hit, how a secret begins.
+    around the snippet's own place in the message is masked (a bounded window:
+    masking a 2 MB tool output whole takes seconds), and a snippet shows only when
+    each of its pieces is also text of the masked message; otherwise it is replaced
+    by a notice. A hit whose matched words occur only inside secrets is left out,
+    silently: prefix queries would otherwise tell how a secret begins, and so would
+    a count of what was left out.
     """
     kept = []
     for hit in results.hits:
         plain = "".join(text for text, _ in hit.parts)
+        core = _core(plain)
         full = texts.get(hit.id, "")
-        anchor = next((_core(t) for t, _ in hit.parts if _core(t)), "")
-        at = full.find(anchor) if anchor else -1
+        at = full.find(core) if core else -1
         if at >= 0:
-            window = full[max(0, at - WINDOW): at + len(plain) + WINDOW]
+            window = full[max(0, at - WINDOW): at + len(core) + WINDOW]
         elif len(full) <= WHOLE_LIMIT:
             window = full
-        else:
-            window = None  # cannot place it: hide the snippet, keep nothing unmasked
-        masked = mask(window) if window is not None else None
-        if masked is not None and masked == window:  # no secret near it (as far as patterns tell)
+        else:  # cannot place it (e.g. a stale index entry): show nothing of it
+            hit.parts = [(HIDDEN_SNIPPET, False)]
+            kept.append(hit)
+            continue
+        masked = mask(window)
+        if masked == window:  # no secret near it (as far as patterns tell)
             masked_plain = mask(plain)
             if masked_plain != plain:
                 hit.parts = [(masked_plain, False)]
             kept.append(hit)
             continue
         matched = [_core(t) for t, is_match in hit.parts if is_match and _core(t)]
-        if masked is None or (matched and not all(m in masked for m in matched)):
-            results.masked_out += 1
-            continue
+        if matched and not all(m in masked for m in matched):
+            continue  # matched only inside a secret
         if all(_core(t) in masked for t, _ in hit.parts):
             pass  # the snippet quotes only text around the secrets
         elif _core(mask(plain)) in masked:

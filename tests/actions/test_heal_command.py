@@ -216,3 +216,8 @@ def test_a_root_that_is_not_a_hermes_home_fails_loudly(hermes_home, tmp_path):
     code, report = heal("--root", str(hermes_home), "--root", str(stray), "--all-profiles", "--json")
     assert code == 2 and len(report["profiles"]) == 6
     assert report["skipped_roots"] == [f"{stray}: {NOT_A_HOME}"]
+    from sessions_app.models import HealRun
+    assert HealRun.objects.latest("id").report["skipped_roots"] == report["skipped_roots"]
+    key = report["profiles"][0]["profile"]
+    code, report = heal("--root", str(hermes_home), "--root", str(stray), "--profile", key, "--json")
+    assert code == 2 and report["skipped_roots"]  # a named profile does not hide a broken root

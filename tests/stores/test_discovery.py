@@ -114,9 +114,12 @@ def test_a_folder_that_is_not_a_hermes_home_gives_no_profile(tmp_path):
     fresh = tmp_path / "fresh-hermes"
     fresh.mkdir()
     (fresh / "config.yaml").write_text("model: {}\n")  # installed, no store yet
-    found = discover([stray, fresh])
+    php = tmp_path / "php"
+    (php / "sessions").mkdir(parents=True)
+    (php / "sessions" / "sess_8f2k").write_text("x")  # a sessions/ folder that is not Hermes'
+    found = discover([stray, fresh, php])
     assert [(p.name, p.root) for p in found.profiles] == [("default", fresh)]
-    assert (str(stray), NOT_A_HOME) in found.ignored
+    assert (str(stray), NOT_A_HOME) in found.ignored and (str(php), NOT_A_HOME) in found.ignored
 
 
 @pytest.mark.parametrize("leftover", ["state.db-wal", "state.db.notadb-20261101-120000-42.bak", ".env",

@@ -178,8 +178,30 @@ def test_prefix_searches_do_not_spell_out_a_masked_secret(admin_client, hermes_h
     assert 'data-message="' in html_of(admin_client.get("/p/default/search/?q=Zq7X*"))
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = html_of(admin_client.get("/p/default/search/?q=Zq7X*"))
-    assert 'data-message="' not in html and "1 match on this page is not shown" in html
+    nothing = html_of(admin_client.get("/p/default/search/?q=Qq0Zz9*"))  # a true no-match
+    assert 'data-message="' not in html and "No messages match" in html
+    csrf = re.compile(r'"x-csrftoken": "[^"]+"|name="csrfmiddlewaretoken" value="[^"]+"')
+    assert csrf.sub("", html.replace("Zq7X", "Qq0Zz9")) == csrf.sub("", nothing)  # nothing tells them apart
     assert 'data-message="' in html_of(admin_client.get("/p/default/search/?q=build"))  # the message itself stays
+
+
+def test_the_masking_window_is_placed_at_the_snippet_not_at_an_earlier_word(admin_client, hermes_home, settings):
+    """The snippet's first word also occurs earlier in the message, far from the
+    secret: the text masked must be the snippet's own surroundings."""
+    db = hermes_home / "state.db"
+    conn = sqlite3.connect(db)
+    sid = ids("default")["cli_main"]
+    tail = "Rt5Yu6Io" * 5
+    early = "build started " + "filler " * 2000
+    words = " ".join(f"w{i}" for i in range(21))
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
+                 (sid, f"{early} key sk-ant-api03-{tail} build {words} zanzibar"))
+    conn.commit()
+    conn.close()
+    assert tail in html_of(admin_client.get("/p/default/search/?q=zanzibar"))
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
+    assert tail not in html and 'data-message="' in html
 
 
 def test_a_secret_deep_in_a_huge_tool_output_is_masked_in_its_snippet(admin_client, hermes_home, settings):
@@ -212,3 +234,18 @@ def test_search_page_is_linked_from_the_profile_page_and_a_one_profile_list(admi
     listing = admin_client.get("/sessions/?profile=ops").content.decode()
     assert 'href="/p/ops/search/"' in listing
     assert "/search/" not in admin_client.get("/sessions/").content.decode()
+
+
+def test_a_snippet_starting_with_a_word_seen_earlier_is_still_masked_in_place(settings):
+    """The snippet begins with a matched word that also occurs early in the message,
+    and ends inside a secret (so the snippet alone matches no secret pattern)."""
+    from sessions_app.stores.search import Hit, Results
+    from sessions_app.views.search import HIDDEN_SNIPPET, _mask_hits
+
+    secret = "sk-ant-api03-" + "AbCdEfGh" * 6
+    full = "build " + "log line\n" * 5000 + f"build {secret} done"
+    cut = secret[:26]
+    hit = Hit(id=7, session_id="s", role="tool", timestamp=1.0, state="active",
+              parts=[("build", True), (f" {cut}…", False)])
+    _mask_hits(Results(query="build", hits=[hit]), {7: full})
+    assert hit.parts == [(HIDDEN_SNIPPET, False)]
