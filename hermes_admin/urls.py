@@ -6,3 +6,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("sessions_app.urls")),
 ]
+
+handler403 = "sessions_app.views.common.permission_denied"  # audits refused POSTs

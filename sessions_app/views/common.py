@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from functools import wraps
 
-from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import PermissionDenied
+from django.views import defaults
 from django.db import DatabaseError
 from django.http import Http404
 from django.shortcuts import render
@@ -52,5 +53,38 @@ def store_view(view):
 
 def require_perm(codename: str):
     """Enforce one of the dashboard's permissions (see ``AuditEvent.Meta``) on a view:
-    403 for a logged-in user without it (login itself is enforced by middleware)."""
-    return permission_required(f"sessions_app.{codename}", raise_exception=True)
+    403 for a logged-in user without it (login itself is enforced by middleware);
+    a refused POST is audited by :func:`permission_denied`."""
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request.user.has_perm(f"sessions_app.{codename}"):
+                raise PermissionDenied(f"this needs the {codename} permission")
+            return view(request, *args, **kwargs)
+        return wrapper
+    return decorator
+
+
+def permission_denied(request, exception=None):
+    """The 403 handler (``handler403``). A refused POST is an attempted action
+    (heal, delete, restore, move…): it becomes an audit event with outcome
+    ``refused`` and action ``denied:<url name>``, so the trail shows who tried
+    what they may not do, whichever view refused it. Views that audit a refusal
+    themselves set ``request.refusal_audited``. Refused page views are not audited."""
+    if request.method == "POST" and not getattr(request, "refusal_audited", False):
+        from ..models import AuditEvent
+
+        match = request.resolver_match
+        kwargs = match.kwargs if match else {}
+        user = request.user if request.user.is_authenticated else None
+        name = request.user.get_username() if user else "anonymous"
+        why = str(exception) if exception and str(exception) else "a missing permission"
+        AuditEvent.objects.create(
+            actor=user, actor_label=name,
+            action=f"denied:{match.url_name if match else request.path}"[:64],
+            profile=str(kwargs.get("profile") or ""), store_path="",
+            session_ids=[str(kwargs["session_id"])] if kwargs.get("session_id") else [], outcome="refused",
+            reason=f"{name} was refused ({why}); nothing was done", plan={"path": request.path},
+            request_address=request.META.get("REMOTE_ADDR"),
+        )
+    return defaults.permission_denied(request, exception)

@@ -96,6 +96,7 @@ def delete_apply(request, store, session_id):
     if override is not None and not may_override:
         _deleter(request).refuse(store, [session_id], "an override was typed without the override_live permission; "
                                  "nothing deleted")
+        request.refusal_audited = True
         raise PermissionDenied("Overriding a maybe-live verdict needs the override_live permission")
     outcome = _deleter(request).delete(store, items[0], override=override, may_override=may_override)
     if outcome.status == "applied" and outcome.problems:

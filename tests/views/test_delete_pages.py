@@ -302,7 +302,11 @@ def test_operators_and_auditors_cannot_delete_or_restore(home, role):
     assert other.post(f"/trash/{entry_id}/restore/").status_code == 403
     assert trash.get_entry(entry_id).state == "deleted"
     assert not HealRun.objects.exists()
-    assert list(AuditEvent.objects.values_list("outcome", flat=True)) == ["applied"]
+    assert list(AuditEvent.objects.filter(outcome="applied").values_list("actor__username", flat=True)) == ["admin"]
+    refused = AuditEvent.objects.filter(outcome="refused").order_by("id")
+    assert [e.action for e in refused] == ["denied:delete_apply", "denied:delete_apply", "denied:bulk_delete_confirm",
+                                           "denied:bulk_delete_apply", "denied:trash_restore"]
+    assert all(e.actor.username == role.lower() and "nothing was done" in e.reason for e in refused)
 
 
 @pytest.mark.parametrize("url", ["/p/default/s/{sid}/delete/apply/", "/sessions/delete/", "/sessions/delete/apply/",
