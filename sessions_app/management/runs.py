@@ -50,9 +50,15 @@ class HealRunCommand(StoreCommand):
         return only
 
     def handle(self, *args, **options):
-        only = self.selected_codes(options)
-        selected, everything = self.select(options)
-        self.check_data_folder()
+        try:
+            only = self.selected_codes(options)
+            selected, everything = self.select(options)
+            self.check_data_folder()
+        except CommandError as exc:
+            if options["json"]:
+                # A cron job parsing stdout gets a document saying why, not nothing.
+                self.stdout.write(json.dumps({"version": 1, "error": str(exc), "profiles": []}))
+            raise
         try:
             with run_lock("heal", label=self.actor_label()):
                 report, run = self._run(selected, everything, only, options)

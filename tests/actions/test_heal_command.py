@@ -9,9 +9,12 @@ import sqlite3
 import subprocess
 import sys
 import time
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from sessions_app.locks import run_lock
 from tests.checks.helpers import damage, hermes_background, release_python  # noqa: F401
@@ -210,6 +213,10 @@ def test_a_root_that_is_not_a_hermes_home_fails_loudly(hermes_home, tmp_path):
     (stray / "notes.txt").write_text("hello")
     code, message = heal("--root", str(stray), "--all-profiles", "--apply")
     assert code == 2 and "not a Hermes home" in message and str(stray) in message
+    out = StringIO()
+    with pytest.raises(CommandError):
+        call_command("heal_sessions", "--root", str(stray), "--all-profiles", "--json", stdout=out, stderr=StringIO())
+    assert "not a Hermes home" in json.loads(out.getvalue())["error"]  # --json consumers get a document
     code, report = heal("--root", str(hermes_home), "--all-profiles", "--json")
     assert report["profiles"] and "skipped_roots" not in report  # a real home still works
     # Beside a good root, the good one is still healed and the run exits 2 at the end.
