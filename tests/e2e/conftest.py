@@ -1,4 +1,4 @@
-"""Browser tests drive Debian's Chromium through Playwright (never `playwright install`)."""
+"""Browser tests drive Debian's Chromium through Playwright (`executable_path`; Playwright's own browser download is never used)."""
 
 import os
 import shutil
