@@ -270,19 +270,3 @@ def expired(now: float | None = None, older_than_days: float | None = None) -> l
         if when is not None and when <= limit and (files_root / name).is_dir():
             found.append(Purged("files", str(files_root / name), "", (now - when) / 86400))
     return found
-
-
-def purge(now: float | None = None, older_than_days: float | None = None, dry_run: bool = False,
-          on_removed=None) -> list[Purged]:
-    """Remove what :func:`expired` lists (unless ``dry_run``); returns it.
-
-    ``on_removed(item)`` is called right after each removal (the command audits
-    there), so an error midway leaves every removal before it recorded.
-    """
-    items = expired(now, older_than_days)
-    if not dry_run:
-        for item in items:
-            shutil.rmtree(item.path)
-            if on_removed is not None:
-                on_removed(item)
-    return items

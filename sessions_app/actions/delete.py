@@ -55,6 +55,7 @@ import os
 import secrets
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -573,6 +574,28 @@ class Outcome:
         self.reason = f"{verb}, but {'; '.join(self.problems)}; {self.done}" if self.problems else self.done
 
 
+@contextmanager
+def _recorded(outcome: Outcome, store: Store, done: str):
+    """Turn whatever stops a deletion or a restore (``done``: "deleted" or
+    "restored") into ``outcome``'s status and reason, so each still ends in exactly
+    one audit event; an unexpected error also leaves its traceback in the log."""
+    try:
+        yield
+    except Refused as exc:
+        outcome.status, outcome.reason = "refused", str(exc)
+    except StoreBusy:
+        outcome.status, outcome.reason = "failed", f"the store stayed locked by an agent; nothing {done}, retry later"
+    except BackupError as exc:
+        outcome.status, outcome.reason = "failed", f"no write: {exc}"
+    except Mismatch as exc:
+        outcome.status, outcome.reason = "failed", f"rolled back, nothing {done}: {exc}"
+    except (sqlite3.Error, OSError) as exc:
+        outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
+    except Exception as exc:  # a bug: still exactly one audit event, the traceback in the log
+        log.exception("unexpected error in %s", store)
+        outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
+
+
 class Deleter(ActingRun):
     """Deletes and restores for one request or job: remembers backups per store,
     writes one :class:`AuditEvent` per deletion or restore."""
@@ -601,7 +624,7 @@ class Deleter(ActingRun):
         # "failed: did not finish" behind, never an unrecorded deletion.
         event = self._audit(DELETE_ACTION, store, Outcome("failed", STARTED, nonce=nonce), session_id,
                             list((expected.get("targets") or [session_id])), 0)
-        try:
+        with _recorded(outcome, store, "deleted"):
             if not nonce:
                 raise Refused("this confirmation carries no nonce (issued by an older version); confirm again")
             used = used_by(nonce)
@@ -609,19 +632,6 @@ class Deleter(ActingRun):
                 raise Refused(f"this confirmation was already used by the deletion recorded as audit event "
                               f"#{used.pk}; nothing deleted, confirm again")
             self._delete(store, session_id, lineage, expected, override, may_override, outcome)
-        except Refused as exc:
-            outcome.status, outcome.reason = "refused", str(exc)
-        except StoreBusy:
-            outcome.status, outcome.reason = "failed", "the store stayed locked by an agent; nothing deleted, retry later"
-        except BackupError as exc:
-            outcome.status, outcome.reason = "failed", f"no write: {exc}"
-        except Mismatch as exc:
-            outcome.status, outcome.reason = "failed", f"rolled back, nothing deleted: {exc}"
-        except (sqlite3.Error, OSError) as exc:
-            outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
-        except Exception as exc:  # a bug: still exactly one audit event, the traceback in the log
-            log.exception("unexpected error in %s", store)
-            outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
         outcome.settle("deleted")
         self._audit(DELETE_ACTION, store, outcome, session_id,
                     outcome.plan.target_ids if outcome.plan and outcome.plan.exists else [session_id],
@@ -815,21 +825,8 @@ class Deleter(ActingRun):
         targets = list(entry.manifest.get("targets") or [])
         event = self._audit(RESTORE_ACTION, store, Outcome("failed", STARTED, entry=entry),
                             entry.manifest.get("session_id", ""), targets, 0, entry=entry)
-        try:
+        with _recorded(outcome, store, "restored"):
             self._restore(store, entry, targets, outcome)
-        except Refused as exc:
-            outcome.status, outcome.reason = "refused", str(exc)
-        except StoreBusy:
-            outcome.status, outcome.reason = "failed", "the store stayed locked by an agent; nothing restored, retry later"
-        except BackupError as exc:
-            outcome.status, outcome.reason = "failed", f"no write: {exc}"
-        except Mismatch as exc:
-            outcome.status, outcome.reason = "failed", f"rolled back, nothing restored: {exc}"
-        except (sqlite3.Error, OSError) as exc:
-            outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
-        except Exception as exc:  # a bug: still exactly one audit event, the traceback in the log
-            log.exception("unexpected error in %s", store)
-            outcome.status, outcome.reason = "failed", f"unexpected {exc.__class__.__name__}: {exc}"
         outcome.settle("restored")
         self._audit(RESTORE_ACTION, store, outcome, entry.manifest.get("session_id", ""), targets,
                     int((time.monotonic() - started) * 1000), entry=entry, event=event)

@@ -32,9 +32,9 @@ Rules mirrored from upstream (reference 8.3/8.4, 10.12-10.15):
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 
+from ..stores.transcript import call_ids as transcript_call_ids, tool_call_entries
 from .base import EVIDENCE_CAP, CheckContext
 
 CHUNK = 2000
@@ -194,20 +194,10 @@ class _Walker:
 
 
 def call_ids(raw) -> list[list[str]]:
-    """The ids of each tool call in an assistant row's ``tool_calls`` (``id`` then
-    ``call_id``), read as ``stores.transcript.parse_tool_calls`` reads them
-    (unparseable JSON is no call, entries that are not objects are skipped) without
-    formatting the arguments for display: the walk only pairs ids."""
-    if not raw:
-        return []
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return []
-    if not isinstance(value, list):
-        return []
-    return [[i for i in (entry.get("id"), entry.get("call_id")) if isinstance(i, str) and i]
-            for entry in value if isinstance(entry, dict)]
+    """The ids of each tool call in an assistant row's ``tool_calls``, read as the
+    transcript reads them (``stores.transcript``) without formatting the arguments
+    for display: the walk only pairs ids."""
+    return [transcript_call_ids(entry) for entry in tool_call_entries(raw)]
 
 
 def _pmids_compatible(a, b) -> bool:

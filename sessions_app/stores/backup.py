@@ -197,18 +197,3 @@ def expired_backups(now: float | None = None, older_than_days: float | None = No
     for copies in by_store.values():
         kept.update(b.path for b in copies[-keep:])
     return [b for b in backups if b.created_at <= limit and b.path not in kept]
-
-
-def purge_backups(now: float | None = None, older_than_days: float | None = None, keep: int | None = None,
-                  dry_run: bool = False, on_removed=None, known: dict | None = None) -> list[Backup]:
-    """Remove what :func:`expired_backups` lists (unless ``dry_run``); returns it.
-    ``on_removed(backup)`` runs right after each removal (the command audits there).
-    Raises OSError when a folder cannot be removed (earlier removals stay recorded),
-    ValueError for a negative retention."""
-    items = expired_backups(now, older_than_days, keep, known)
-    if not dry_run:
-        for item in items:
-            shutil.rmtree(item.path)
-            if on_removed is not None:
-                on_removed(item)
-    return items

@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,14 @@ def _stat_size(path: Path) -> int | None:
         return path.stat().st_size
     except OSError:
         return None
+
+
+class Unavailable(Exception):
+    """A store that cannot be browsed now; ``status`` says why (a :class:`StoreStatus`)."""
+
+    def __init__(self, status: "StoreStatus"):
+        super().__init__(status.reason)
+        self.status = status
 
 
 class Store:
@@ -153,14 +162,30 @@ class Store:
         Cheaper than :meth:`probe` (no counts): file checks, then the schema
         (cached) for the columns browsing needs. Never raises for store problems.
         """
+        try:
+            with self.browse():
+                return None
+        except Unavailable as exc:
+            return exc.status
+
+    @contextmanager
+    def browse(self):
+        """One read-only connection to a store that can be browsed, as
+        ``(conn, capabilities)``. Raises :class:`Unavailable` with the status
+        when it cannot (file checks, not a Hermes store, or an SQLite error, also
+        one raised inside the block: busy, corrupt…)."""
         status = self.preflight()
         if status is not None:
-            return status
+            raise Unavailable(status)
         try:
             with self.read() as conn:
-                return self.unbrowsable(self.capabilities(conn))
+                caps = self.capabilities(conn)
+                status = self.unbrowsable(caps)
+                if status is not None:
+                    raise Unavailable(status)
+                yield conn, caps
         except sqlite3.Error as exc:
-            return StoreStatus(*classify_error(exc))
+            raise Unavailable(StoreStatus(*classify_error(exc))) from exc
 
     @staticmethod
     def unbrowsable(caps: Capabilities) -> StoreStatus | None:

@@ -99,19 +99,28 @@ def structured_text(value) -> str:
     return "\n\n".join(out)
 
 
-def parse_tool_calls(raw) -> list[dict]:
-    """Tool calls as ``[{"id", "name", "arguments"}]``; unparseable JSON reads as ``[]``
-    (as upstream does). ``id`` prefers ``call_id`` when both exist (Codex entries)."""
+def tool_call_entries(raw) -> list[dict]:
+    """The entries of a ``tool_calls`` value that are objects; unparseable JSON, or
+    JSON that is not a list, reads as ``[]`` (as upstream does)."""
     if not raw:
         return []
     try:
         value = json.loads(raw)
     except (ValueError, TypeError):
         return []
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def call_ids(entry: dict) -> list[str]:
+    """A tool call's ids, ``id`` then ``call_id`` (Codex entries carry both)."""
+    return [i for i in (entry.get("id"), entry.get("call_id")) if isinstance(i, str) and i]
+
+
+def parse_tool_calls(raw) -> list[dict]:
+    """Tool calls as ``[{"id", "ids", "name", "arguments"}]`` (:func:`tool_call_entries`);
+    ``id`` is the first of :func:`call_ids`."""
     calls = []
-    for entry in value if isinstance(value, list) else []:
-        if not isinstance(entry, dict):
-            continue
+    for entry in tool_call_entries(raw):
         fn = entry.get("function") if isinstance(entry.get("function"), dict) else {}
         args = fn.get("arguments", entry.get("arguments", ""))
         if not isinstance(args, str):
@@ -121,7 +130,7 @@ def parse_tool_calls(raw) -> list[dict]:
                 args = json.dumps(json.loads(args), ensure_ascii=False, indent=2)
             except ValueError:
                 pass
-        ids = [i for i in (entry.get("id"), entry.get("call_id")) if isinstance(i, str) and i]
+        ids = call_ids(entry)
         calls.append({"id": ids[0] if ids else "", "ids": ids, "name": fn.get("name") or entry.get("name") or "?", "arguments": args})
     return calls
 

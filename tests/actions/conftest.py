@@ -47,18 +47,24 @@ def store(home: Path, key: str) -> Store:
     return Store(discover([home.resolve()]).by_key()[key])
 
 
-def heal(*args) -> tuple[int, dict | str]:
-    """Run ``heal_sessions`` in-process; returns (exit status, JSON report or text)."""
+def run_command(name: str, *args) -> tuple[int, dict | str]:
+    """Run the management command ``name`` in-process; returns (exit status, JSON
+    report with ``--json`` or text; the error message when it refused)."""
     out = StringIO()
     code = 0
     try:
-        call_command("heal_sessions", *args, stdout=out, stderr=StringIO())
+        call_command(name, *args, stdout=out, stderr=StringIO())
     except SystemExit as exc:
         code = exc.code
     except CommandError as exc:
         return exc.returncode, str(exc)
     text = out.getvalue()
     return code, (json.loads(text) if "--json" in args else text)
+
+
+def heal(*args) -> tuple[int, dict | str]:
+    """Run ``heal_sessions`` in-process (see :func:`run_command`)."""
+    return run_command("heal_sessions", *args)
 
 
 def profile_entry(report: dict, key: str) -> dict:

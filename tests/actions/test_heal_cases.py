@@ -242,19 +242,27 @@ def test_recount_and_its_check_agree_on_odd_active_values(aged_home):
     assert not [f for f in profile_entry(again, "default")["findings"] if f["session_id"] == sid]
 
 
-def test_recount_skips_when_a_writer_changed_the_counter_after_planning(aged_home):
-    """Rule 2: the state the plan was made against is re-read inside the write
-    transaction; a counter an agent changed meanwhile is left to the agent."""
-    from sessions_app.actions.engine import Applier, plan_for
+def _tool_call_drift_plan(home):
+    """(store, session id, recount plan) for the newest-shape store's cli_main after
+    its tool_call_count was set to 99."""
+    from sessions_app.actions.engine import plan_for
     from sessions_app.checks import run_store_checks
 
-    s = store(aged_home, "edge")
+    s = store(home, "edge")
     sid = ids("edge")["cli_main"]
     with damage(s) as db:
         db.execute("UPDATE sessions SET tool_call_count = 99 WHERE id = ?", (sid,))
     [finding] = [f for f in run_store_checks(s, only=["counter_drift"]).findings if f.session_id == sid]
     with s.read() as conn:
-        plan = plan_for(s, conn, s.capabilities(conn), finding)
+        return s, sid, plan_for(s, conn, s.capabilities(conn), finding)
+
+
+def test_recount_skips_when_a_writer_changed_the_counter_after_planning(aged_home):
+    """Rule 2: the state the plan was made against is re-read inside the write
+    transaction; a counter an agent changed meanwhile is left to the agent."""
+    from sessions_app.actions.engine import Applier
+
+    s, sid, plan = _tool_call_drift_plan(aged_home)
     assert [c.column for c in plan.changes] == ["tool_call_count"] and not plan.blocked
     with damage(s) as db:  # an agent bumps the counter between preview and apply
         db.execute("UPDATE sessions SET tool_call_count = 100 WHERE id = ?", (sid,))
@@ -266,16 +274,9 @@ def test_recount_skips_when_a_writer_changed_the_counter_after_planning(aged_hom
 def test_a_tampered_recount_plan_is_refused(aged_home):
     from dataclasses import replace
 
-    from sessions_app.actions.engine import Applier, plan_for
-    from sessions_app.checks import run_store_checks
+    from sessions_app.actions.engine import Applier
 
-    s = store(aged_home, "edge")
-    sid = ids("edge")["cli_main"]
-    with damage(s) as db:
-        db.execute("UPDATE sessions SET tool_call_count = 99 WHERE id = ?", (sid,))
-    [finding] = [f for f in run_store_checks(s, only=["counter_drift"]).findings if f.session_id == sid]
-    with s.read() as conn:
-        plan = plan_for(s, conn, s.capabilities(conn), finding)
+    s, sid, plan = _tool_call_drift_plan(aged_home)
     for values in ({"title": 1}, {"tool_call_count": True}, {"tool_call_count": -1}):
         outcome = Applier(actor_label="test").apply(s, replace(plan, params={"values": values}))
         assert outcome.status == "failed" and "invalid plan" in outcome.reason, outcome.reason

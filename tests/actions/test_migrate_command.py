@@ -1,6 +1,5 @@
 """``manage.py migrate_transcripts``: the heal_sessions contract, for JSONL imports only."""
 
-import json
 from io import StringIO
 
 import pytest
@@ -11,23 +10,14 @@ from sessions_app.models import HealRun
 from tests.checks.helpers import damage
 from tests.conftest import ids
 
-from .conftest import profile_entry, store
+from .conftest import profile_entry, run_command, store
 from .test_import_transcripts import EARLIER, KEPT, SID, expected, transcript, write_jsonl, write_session
 
 pytestmark = pytest.mark.django_db
 
 
 def migrate(*args) -> tuple[int, dict | str]:
-    out = StringIO()
-    code = 0
-    try:
-        call_command("migrate_transcripts", *args, stdout=out, stderr=StringIO())
-    except SystemExit as exc:
-        code = exc.code
-    except CommandError as exc:
-        return exc.returncode, str(exc)
-    text = out.getvalue()
-    return code, (json.loads(text) if "--json" in args else text)
+    return run_command("migrate_transcripts", *args)
 
 
 @pytest.mark.parametrize("args, message", [

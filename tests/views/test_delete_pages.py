@@ -2,9 +2,7 @@
 confirmation, refusals re-showing the evidence, the trash, restore, bulk deletion as
 a background job, and permissions (server side, every request, CSRF included)."""
 
-import importlib
 import re
-import time
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
@@ -19,13 +17,11 @@ from tests.actions.delete_helpers import agent, dump, rows, stop
 from tests.checks.helpers import hermes, hermes_background, own_pidns
 from tests.conftest import ids
 
+from .test_health_pages import text, wait_for
+from .test_roles import ensure_roles
+
 pytestmark = pytest.mark.django_db(transaction=True)
 DAY = 86_400
-
-
-def ensure_roles():
-    from django.apps import apps
-    importlib.import_module("sessions_app.migrations.0003_roles").create_roles(apps, None)
 
 
 @pytest.fixture
@@ -48,22 +44,8 @@ def user(role, name=None):
     return c
 
 
-def text(response):
-    return response.content.decode()
-
-
 def token_of(html):
     return re.search(r'name="token" value="([^"]+)"', html).group(1)
-
-
-def wait_for(run_id, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        run = HealRun.objects.get(pk=run_id)
-        if run.status in ("done", "failed"):
-            return run
-        time.sleep(0.1)
-    raise AssertionError("run did not finish")
 
 
 def test_session_page_shows_evidence_with_source_age_and_verdict(home):

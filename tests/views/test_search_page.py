@@ -21,6 +21,16 @@ def hits(html: str) -> list[str]:
     return re.findall(r'<li data-message="(\d+)">', html)
 
 
+def add_message(home, content: str, role: str = "user") -> None:
+    """Append one message to cli_main of the default (0.19.0) store with plain
+    sqlite3; the store's own FTS triggers index it."""
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, ?, ?, 1796008075.0)",
+                 (ids("default")["cli_main"], role, content))
+    conn.commit()
+    conn.close()
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_search_finds_messages_and_links_to_their_page(admin_client, hermes_home, profile):
     """The hostile session's user message holds "alert(1)": found through the store's
@@ -135,14 +145,8 @@ def test_unknown_profile_is_404(admin_client, hermes_home):
 
 
 def test_secrets_in_snippets_are_masked_when_masking_is_on(admin_client, hermes_home, settings):
-    db = hermes_home / "state.db"
-    conn = sqlite3.connect(db)
-    sid = ids("default")["cli_main"]
     key = "sk-ant-" + "A1b2C3d4" * 5
-    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
-                 (sid, f"use the key {key} for the zanzibar deploy"))
-    conn.commit()
-    conn.close()
+    add_message(hermes_home, f"use the key {key} for the zanzibar deploy")
     assert key in html_of(admin_client.get("/p/default/search/?q=zanzibar"))
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
@@ -152,15 +156,9 @@ def test_secrets_in_snippets_are_masked_when_masking_is_on(admin_client, hermes_
 def test_a_snippet_that_cuts_a_secret_is_hidden_when_masking_is_on(admin_client, hermes_home, settings):
     """The snippet window (24 words) starts inside the key, so the snippet alone
     holds a tail of it that no secret pattern recognises."""
-    db = hermes_home / "state.db"
-    conn = sqlite3.connect(db)
-    sid = ids("default")["cli_main"]
     tail = "Q9w8E7r6" * 5
     words = " ".join(f"word{i}" for i in range(21))
-    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
-                 (sid, f"my key is sk-ant-api03-{tail} and {words} zanzibar"))
-    conn.commit()
-    conn.close()
+    add_message(hermes_home, f"my key is sk-ant-api03-{tail} and {words} zanzibar")
     assert tail in html_of(admin_client.get("/p/default/search/?q=zanzibar"))  # the snippet does cut into it
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
@@ -168,13 +166,7 @@ def test_a_snippet_that_cuts_a_secret_is_hidden_when_masking_is_on(admin_client,
 
 
 def test_prefix_searches_do_not_spell_out_a_masked_secret(admin_client, hermes_home, settings):
-    db = hermes_home / "state.db"
-    conn = sqlite3.connect(db)
-    sid = ids("default")["cli_main"]
-    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
-                 (sid, "token sk-ant-api03-" + "Zq7Xv3Lm" * 5 + " for the build"))
-    conn.commit()
-    conn.close()
+    add_message(hermes_home, "token sk-ant-api03-" + "Zq7Xv3Lm" * 5 + " for the build")
     assert 'data-message="' in html_of(admin_client.get("/p/default/search/?q=Zq7X*"))
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = html_of(admin_client.get("/p/default/search/?q=Zq7X*"))
@@ -188,16 +180,10 @@ def test_prefix_searches_do_not_spell_out_a_masked_secret(admin_client, hermes_h
 def test_the_masking_window_is_placed_at_the_snippet_not_at_an_earlier_word(admin_client, hermes_home, settings):
     """The snippet's first word also occurs earlier in the message, far from the
     secret: the text masked must be the snippet's own surroundings."""
-    db = hermes_home / "state.db"
-    conn = sqlite3.connect(db)
-    sid = ids("default")["cli_main"]
     tail = "Rt5Yu6Io" * 5
     early = "build started " + "filler " * 2000
     words = " ".join(f"w{i}" for i in range(21))
-    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', ?, 1796008075.0)",
-                 (sid, f"{early} key sk-ant-api03-{tail} build {words} zanzibar"))
-    conn.commit()
-    conn.close()
+    add_message(hermes_home, f"{early} key sk-ant-api03-{tail} build {words} zanzibar")
     assert tail in html_of(admin_client.get("/p/default/search/?q=zanzibar"))
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
@@ -205,14 +191,9 @@ def test_the_masking_window_is_placed_at_the_snippet_not_at_an_earlier_word(admi
 
 
 def test_a_secret_deep_in_a_huge_tool_output_is_masked_in_its_snippet(admin_client, hermes_home, settings):
-    db = hermes_home / "state.db"
-    conn = sqlite3.connect(db)
-    sid = ids("default")["cli_main"]
     key = "sk-ant-api03-" + "Hh4Jj5Kk" * 5
-    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'tool', ?, 1796008075.0)",
-                 (sid, "line of build log\n" * 120_000 + f"export KEY={key} # zanzibar\n" + "tail\n" * 1000))
-    conn.commit()
-    conn.close()
+    log = "line of build log\n" * 120_000 + f"export KEY={key} # zanzibar\n" + "tail\n" * 1000
+    add_message(hermes_home, log, role="tool")
     settings.HERMES_ADMIN_MASK_SECRETS = True
     html = html_of(admin_client.get("/p/default/search/?q=zanzibar"))
     assert "Hh4Jj5Kk" not in html and 'data-message="' in html

@@ -17,43 +17,37 @@ when a folder could not be removed or another run holds the lock.
 from __future__ import annotations
 
 import json
-import socket
-from contextlib import nullcontext
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from ...locks import RunLocked, run_lock
 from ...models import AuditEvent
 from ...stores import backup
+from ..purge import PurgeCommand
 
 
-class Command(BaseCommand):
+class Command(PurgeCommand):
     help = ("Remove store backups older than the retention (HERMES_ADMIN_BACKUP_RETENTION_DAYS, default 30), "
             "keeping the newest HERMES_ADMIN_BACKUP_KEEP (default 3) of each store.")
+    what = "a backup"
 
     def add_arguments(self, parser):
-        parser.add_argument("--older-than", type=float, metavar="DAYS",
-                            help="retention in days for this run (default: the setting)")
+        super().add_arguments(parser)
         parser.add_argument("--keep", type=int, metavar="N",
                             help="newest verified backups of each store kept whatever their age (default: the setting)")
-        parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     def handle(self, *args, **options):
-        days, keep = options["older_than"], options["keep"]
-        if days is not None and days < 0:
-            raise CommandError("--older-than must be 0 or more", returncode=2)
+        days = self.retention(options, settings.HERMES_BACKUP_RETENTION_DAYS)
+        keep = options["keep"]
         if keep is not None and keep < 1:
             raise CommandError("--keep must be 1 or more: each store keeps its newest backup", returncode=2)
-        days = settings.HERMES_BACKUP_RETENTION_DAYS if days is None else days
         keep = max(1, settings.HERMES_BACKUP_KEEP if keep is None else keep)
         if days < 0:
             raise CommandError(f"HERMES_ADMIN_BACKUP_RETENTION_DAYS must be 0 or more, not {days:g}", returncode=2)
         # Copies made before backups carried a manifest are known from the audit trail.
         known = {e["backup_path"]: (e["store_path"], e["profile"])
                  for e in AuditEvent.objects.exclude(backup_path="").values("backup_path", "store_path", "profile")}
-        label = f"command:purge_backups@{socket.gethostname()}"
+        label = self.actor_label()
 
         def audit(item: backup.Backup):
             AuditEvent.objects.create(
@@ -63,15 +57,8 @@ class Command(BaseCommand):
                 plan={"path": item.path, "size": item.size, "created_at": item.created_at, "verified": item.verified},
             )
 
-        try:
-            # A dry run removes nothing: it needs no lock.
-            with nullcontext() if options["dry_run"] else run_lock("heal", label="purge_backups"):
-                items = backup.purge_backups(older_than_days=days, keep=keep, dry_run=options["dry_run"],
-                                             on_removed=audit, known=known)
-        except RunLocked as exc:
-            raise CommandError(f"{exc}; nothing purged, retry later", returncode=2)
-        except OSError as exc:
-            raise CommandError(f"could not remove a backup ({exc})", returncode=2)
+        items = self.purge(lambda: backup.expired_backups(older_than_days=days, keep=keep, known=known),
+                           options["dry_run"], audit)
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days, "keep": keep,

@@ -16,31 +16,19 @@ run holds the lock.
 from __future__ import annotations
 
 import json
-import socket
-from contextlib import nullcontext
-
-from django.core.management.base import BaseCommand, CommandError
 
 from ... import trash
-from ...locks import RunLocked, run_lock
 from ...models import AuditEvent
+from ..purge import PurgeCommand
 
 
-class Command(BaseCommand):
+class Command(PurgeCommand):
     help = "Remove trash entries older than the retention (HERMES_ADMIN_TRASH_RETENTION_DAYS, default 30)."
-
-    def add_arguments(self, parser):
-        parser.add_argument("--older-than", type=float, metavar="DAYS",
-                            help="retention in days for this run (default: the setting)")
-        parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-        parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    what = "trash"
 
     def handle(self, *args, **options):
-        days = options["older_than"]
-        if days is not None and days < 0:
-            raise CommandError("--older-than must be 0 or more", returncode=2)
-        days = trash.retention_days() if days is None else days
-        label = f"command:purge_trash@{socket.gethostname()}"
+        days = self.retention(options, trash.retention_days())
+        label = self.actor_label()
 
         def audit(item):
             AuditEvent.objects.create(
@@ -50,14 +38,7 @@ class Command(BaseCommand):
                 plan={"path": item.path, "kind": item.kind, "state": item.state, "age_days": round(item.age_days, 2)},
             )
 
-        try:
-            # A dry run removes nothing: it needs no lock.
-            with nullcontext() if options["dry_run"] else run_lock("heal", label="purge_trash"):
-                items = trash.purge(older_than_days=days, dry_run=options["dry_run"], on_removed=audit)
-        except RunLocked as exc:
-            raise CommandError(f"{exc}; nothing purged, retry later", returncode=2)
-        except OSError as exc:
-            raise CommandError(f"could not remove trash ({exc})", returncode=2)
+        items = self.purge(lambda: trash.expired(older_than_days=days), options["dry_run"], audit)
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days,
