@@ -22,7 +22,9 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from .actions.engine import Applier, Outcome, plan_from_dict
+from .actions.engine import Applier
+from .actions.guarded import Outcome
+from .actions.registry import plan_from_dict
 from .actions.heal import finding_json, heal, record_snapshot
 from .checks import run_store_checks
 from .locks import RunLocked, run_lock

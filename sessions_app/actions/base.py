@@ -1,6 +1,6 @@
-"""Actions: plan (read-only) -> apply (one guarded transaction) -> verify.
+"""Repairs: plan (read-only) -> apply (one guarded transaction) -> verify.
 
-Design section 4. An action turns one finding into a concrete :class:`Plan` (which
+An action turns one finding into a concrete :class:`Plan` (which
 rows change and how), computed on a read-only connection. Applying re-reads, inside
 ``BEGIN IMMEDIATE``, the state the plan was made against (``Plan.guard``) and skips
 when it changed (ground rule 2), so a live agent's write is never overwritten.
@@ -8,8 +8,9 @@ Applying the same plan twice changes nothing the second time.
 
 Concrete actions implement :meth:`Action.plan`, :meth:`Action.state` (the guard,
 read the same way at plan and apply time), :meth:`Action.write` and
-:meth:`Action.verify`. The engine (``engine.py``) does liveness, backups,
-transactions and audit records, the same for every action.
+:meth:`Action.verify`. The guarded write (``guarded.py``, through
+``engine.Applier``) does hazards, liveness, backups, the transaction and the
+audit event, the same for every action; ``registry.py`` lists the actions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..stores.schema import Capabilities
 from ..stores.store import Store
+from .guarded import Changed  # noqa: F401  (actions raise it from state checks)
 
 
 @dataclass
@@ -74,12 +76,8 @@ class ActionContext:
     now: float
 
 
-class Changed(Exception):
-    """The state a plan was made against changed before it could be applied."""
-
-
 class Action:
-    """Base class; subclasses set ``name`` and ``heals`` (check codes).
+    """Base class of a repair; subclasses set ``name`` and are listed in ``registry.py``.
 
     ``permission`` is the dashboard permission a user needs to apply it (checked by
     the engine and the views; cron runs have no user). ``multi_store`` actions
@@ -88,7 +86,6 @@ class Action:
     """
 
     name = ""
-    heals: tuple[str, ...] = ()
     writes_store = True
     # Whether liveness of the finding's session must be "not live" before writing.
     needs_idle_session = True
@@ -151,30 +148,3 @@ def row_dict(conn: sqlite3.Connection, sql: str, params: tuple = ()) -> dict | N
     cur = conn.execute(sql, params)
     row = cur.fetchone()
     return dict(zip([d[0] for d in cur.description], row)) if row else None
-
-
-class ActingRun:
-    """Who acts and in which run, shared by every kind of write (repairs, deletions,
-    restores): ``actor`` (a user or None) and ``actor_label`` (user name, or command
-    and host for cron) go into every audit event, with ``run`` and
-    ``request_address``. Remembers the backup taken of each store, so a store is
-    copied once, before the first write of the run (ground rule 4).
-    """
-
-    backup_label = "run"
-
-    def __init__(self, actor=None, actor_label: str = "", run=None, request_address: str | None = None):
-        self.actor = actor
-        self.actor_label = actor_label or (actor.get_username() if actor else "system")
-        self.run = run
-        self.request_address = request_address
-        self.backups: dict = {}
-
-    def backup_for(self, store: Store):
-        """The run's backup of ``store`` (``stores.backup.BackupRecord``), taken on first use."""
-        from ..stores.backup import backup_store
-
-        key = str(store.path)
-        if key not in self.backups:
-            self.backups[key] = backup_store(store, label=self.backup_label)
-        return self.backups[key]

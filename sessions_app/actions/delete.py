@@ -66,13 +66,13 @@ from ..checks.files import session_id_of
 from .. import audit
 from ..models import AuditEvent
 from ..stores import liveness as live_mod
-from .base import ActingRun
+from .guarded import GuardedWriter as ActingRun
 from ..stores.backup import BackupError, BackupRecord
 from ..stores.lineage import Lineage
 from ..stores.schema import Capabilities
 from ..stores.store import Store
-from ..stores.writer import StoreBusy, transaction, writer
-from .engine import store_hazard
+from .guarded import StoreBusy, _transaction as transaction, _writer as writer
+from .guarded import store_hazard
 from .files import move_without_loss
 from .rowcopy import quote
 

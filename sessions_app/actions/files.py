@@ -59,7 +59,6 @@ class RemoveLeftoverFiles(Action):
     """
 
     name = "remove_leftover_files"
-    heals = ("leftover_files",)
     writes_store = False
     # The session row is gone, but a live agent may still be about to recreate it
     # (reference 7.2): registry and recent activity are checked like for any repair.

@@ -25,7 +25,9 @@ from ..checks import run_store_checks
 from ..models import FindingSnapshot
 from ..stores.store import Store
 from .base import Plan
-from .engine import Applier, Outcome, plan_for
+from .engine import Applier
+from .guarded import Outcome
+from .registry import plan_for
 
 log = logging.getLogger("sessions_app.actions")
 APPLY_ORDER = {

@@ -51,7 +51,6 @@ the copy, checks it again, and finishes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import sqlite3
@@ -65,8 +64,8 @@ from ..stores.connection import classify_error
 from ..stores.discovery import discover
 from ..stores.lineage import UP_CAP
 from ..stores.store import Store
-from ..stores.writer import StoreBusy, transaction, writer
-from .base import Action, Change, Changed, one
+from .base import Action, Change, one
+from .guarded import Changed, Mismatch, Refused, Skip, Write, jsonable, refuse_live, store_hazard
 from .files import move_without_loss
 from .rowcopy import copy_rows, exact_select, fingerprint, quote
 
@@ -80,10 +79,6 @@ OWNER_COLUMNS = ("id", "parent_session_id", "session_key", "profile_name", "titl
 SESSION_FREE = ("title", "profile_name", "parent_session_id")
 PROMPT_REFS = ("system_prompt_hash", "tool_names")
 HASH_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-class CopyDiffers(Exception):
-    """The copy in the target differs from the source (rolls the copy back)."""
 
 
 def sibling_store(store: Store, name: str) -> Store | None:
@@ -265,7 +260,6 @@ class MoveToOwnerStore(Action):
     """
 
     name = "move_to_owner_store"
-    heals = ("owner_mismatch",)
     permission = "delete_sessions"
     multi_store = True
 
@@ -492,49 +486,49 @@ class MoveToOwnerStore(Action):
 
     # ------------------------------------------------------------------ apply
 
-    def run(self, applier, store: Store, plan, outcome) -> None:
-        """Apply a move plan (steps in the module docstring), filling ``outcome``.
+    def run(self, writer, store: Store, plan, outcome) -> None:
+        """Apply a move plan (steps in the module docstring) through ``writer``
+        (the run's :class:`~.guarded.GuardedWriter`), filling ``outcome``, the
+        source store's outcome: ``rows_changed`` counts the rows deleted there.
 
-        Raises ``Changed``, ``StoreBusy``, ``BackupError`` or ``sqlite3.Error`` before
-        anything is written, for the engine to report; after the copy, problems
-        become the outcome (the copy stays, the source is untouched). ``outcome``
-        is the source store's event: ``rows_changed`` counts the rows deleted there.
+        Raises what the guarded write maps (``Changed``, ``Refused``, ``StoreBusy``,
+        ``BackupError``, ``sqlite3.Error``) before anything is written; once the
+        copy committed, problems become the outcome (the copy stays, the source is
+        untouched, the next run finishes the move).
         """
         p = plan.params
         members, finish = p["members"], set(p["finish"])
         target = sibling_store(store, p["target_profile"].split("@")[0])
         if target is None or str(target.path) != p["target_path"]:
             raise Changed(f"profile {p['target_profile']} is gone")
-        from .engine import _identity, store_hazard  # the engine imports this module
-
         for each in (store, target):
             hazard = store_hazard(each)
             if hazard:
-                outcome.reason, outcome.refused = f"{each.key}: {hazard}", True
-                return
+                raise Refused(f"{each.key}: {hazard}")
         now = time.time()
         with store.read() as conn:
             caps = store.capabilities(conn)
-            if self._refuse(store, conn, caps, members, now, outcome):
-                return
-            if _norm(self.state(conn, caps, plan)) != plan.guard["source"]:
+            self._refuse(store, conn, caps, members, now)
+            if jsonable(self.state(conn, caps, plan)) != plan.guard["source"]:
                 raise Changed("re-read before writing")
         with target.read() as tconn:
             tcaps = target.capabilities(tconn)
-            if self._refuse(target, tconn, tcaps, members, now, outcome):
-                return
-            if _norm(self.target_state(tconn, tcaps, plan)) != plan.guard["target"]:
+            self._refuse(target, tconn, tcaps, members, now)
+            if jsonable(self.target_state(tconn, tcaps, plan)) != plan.guard["target"]:
                 raise Changed(f"{target.key} re-read before writing")
-        identities = {str(each.path): _identity(each.path) for each in (store, target)}
-        outcome.backup = applier.backup_for(store)
-        target_backup = applier.backup_for(target)
+        outcome.backup = writer.backup_for(store)
+        target_backup = writer.backup_for(target)
         to_copy = [sid for sid in members if sid not in finish]
         copied = 0
         if to_copy:
-            copied = self._copy_to_target(applier, store, target, plan, caps, tcaps, to_copy,
-                                          identities[str(target.path)], target_backup, outcome)
-            if copied is None:
+            copy = CopyIntoTarget(self, plan, store, caps, to_copy)
+            done = writer.perform(target, copy)  # the target's own audit event
+            if done.status != "applied":
+                outcome.status = "failed" if copy.differs else done.status
+                outcome.reason = (f"verify: {copy.differs}; nothing written to {target.key}, nothing removed "
+                                  f"from {store.key}" if copy.differs else copy.failure or done.reason)
                 return
+            copied = done.rows_changed
         if finish:  # an interrupted move's copy: still exactly what this move would write?
             with store.read() as src, target.read() as dst:
                 src.execute("BEGIN")  # one snapshot of each store; closing the connections ends them
@@ -546,107 +540,38 @@ class MoveToOwnerStore(Action):
                 outcome.reason = (f"verify: {problem} in {target.key} since the move was planned; nothing removed "
                                   f"from {store.key} (compare the two copies: an id_collision)")
                 return
+        source = RemoveFromSource(self, plan, target)
         try:
-            with writer(store) as conn:
-                with transaction(conn):
-                    if _identity(store.path) != identities[str(store.path)]:
-                        raise Changed("the store file was replaced")
-                    if self._refuse(store, conn, caps, members, time.time(), outcome):
-                        outcome.reason += f"; the copy in {target.key} stays, the next run finishes the move"
-                        return
-                    if _norm(self.state(conn, caps, plan)) != plan.guard["source"]:
-                        raise Changed("re-read inside the write transaction")
-                    deleted = self._delete(conn, caps, plan)
+            writer.steps(store, source, outcome)
         except Changed as exc:
-            outcome.status = "skipped"
-            outcome.reason = (f"the session changed in {store.key} after it was copied ({exc}): nothing removed; "
-                              f"the copy in {target.key} is now an id_collision to compare by hand")
+            raise Skip(f"the session changed in {store.key} after it was copied ({exc}): nothing removed; "
+                       f"the copy in {target.key} is now an id_collision to compare by hand") from exc
+        except Refused as exc:
+            raise Refused(f"{exc}; the copy in {target.key} stays, the next run finishes the move",
+                          exc.evidence) from exc
+        if outcome.status != "applied":
             return
-        with store.read() as conn:
-            left = [sid for sid in members if one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,))]
-        if left:
-            outcome.status, outcome.reason = "failed", f"verify: {', '.join(left)} still in {store.key}"
-            return
-        moved, unmoved = self._move_files(store, target, plan)  # only now: the rows are gone from the source
+        moved, unmoved = source.moved, source.unmoved
         # Files left behind are a failure to act on: a JSONL left in the source's
         # sessions/ would be imported back there by the next run.
-        outcome.status, outcome.rows_changed = ("failed" if unmoved else "applied"), deleted
+        outcome.status = "failed" if unmoved else "applied"
         outcome.reason = (f"moved {len(members)} session(s) to {target.key}"
                           + (" (finishing an interrupted move)" if finish else "")
-                          + f"; {copied} row(s) copied there, {deleted} row(s) removed here"
+                          + f"; {copied} row(s) copied there, {outcome.rows_changed} row(s) removed here"
                           + (f"; files moved: {', '.join(moved)}" if moved else "")
                           + (f"; files NOT moved, still in {store.key}'s sessions/ (move them to "
                              f"{target.profile.sessions_dir} by hand): {'; '.join(unmoved)}" if unmoved else "")
                           + f"; backup of {target.key}: {target_backup.path}")
 
-    def _copy_to_target(self, applier, store, target, plan, caps, tcaps, to_copy, identity, backup,
-                        outcome) -> int | None:
-        """Steps 3 and 4: copy ``to_copy`` from one read snapshot of the source into
-        one target transaction, and verify it there before ``COMMIT``.
-
-        The target's own audit event exists before the write and is completed in
-        ``finally`` with what really happened (applied with the rows copied, or
-        skipped/failed with the exception), so a raised copy never leaves it saying
-        the process ended. Returns the rows copied, or None when the copy differed
-        (rolled back; ``outcome`` says so). Other errors propagate to the engine.
-        """
-        from .engine import _identity  # the engine imports this module
-
-        started = time.monotonic()
-        done = dataclasses.replace(outcome, status="failed", refused=False, backup=None, rows_changed=0, reason=(
-            f"copy from {store.key} started; the process ended before the outcome was recorded"))
-        event = applier.audit(target, plan, done, 0)
-        try:
-            with store.read() as src, writer(target) as dst:
-                src.execute("BEGIN")  # one snapshot: the copy and its check read the same source
-                try:
-                    if _norm(self.state(src, caps, plan)) != plan.guard["source"]:
-                        raise Changed(f"{store.key} re-read before copying")
-                    with transaction(dst):
-                        if _identity(target.path) != identity:
-                            raise Changed(f"the store file of {target.key} was replaced")
-                        if _norm(self.target_state(dst, tcaps, plan)) != plan.guard["target"]:
-                            raise Changed(f"{target.key} re-read inside the write transaction")
-                        copied = self._copy(src, caps, dst, tcaps, plan, to_copy)
-                        problem = self._verify_copy(src, caps, dst, tcaps, plan, to_copy)
-                        if problem:
-                            raise CopyDiffers(problem)  # rolls the copy back
-                finally:
-                    if src.in_transaction:
-                        src.execute("ROLLBACK")
-        except CopyDiffers as exc:
-            done.reason = f"verify before COMMIT: {exc}; rolled back, nothing written"
-            outcome.status = "failed"
-            outcome.reason = f"verify: {exc}; nothing written to {target.key}, nothing removed from {store.key}"
-            return None
-        except BaseException as exc:
-            done.status = "skipped" if isinstance(exc, (Changed, StoreBusy)) else "failed"
-            done.reason = f"nothing written: {exc.__class__.__name__}: {exc}"
-            raise
-        else:
-            done.status, done.rows_changed, done.backup = "applied", copied, backup
-            done.reason = (f"copied {len(to_copy)} session(s) from {store.key} ({copied} rows), verified before "
-                           "COMMIT; the source copy is removed next")
-            return copied
-        finally:
-            applier.audit(target, plan, done, int((time.monotonic() - started) * 1000), event=event)
-
-    def _refuse(self, store, conn, caps, ids, now, outcome) -> bool:
-        """Record a liveness refusal in ``outcome``; True when refused."""
-        for sid in ids:
-            live = liveness.evidence_for(store, conn, caps, sid, now)
-            if live.verdict != "not_live":
-                items = "; ".join(f"{e.source}: {e.detail}" for e in live.evidence[:3])
-                outcome.reason = f"{sid} looks {live.verdict.replace('_', ' ')} in {store.key}, nothing written ({items})"
-                outcome.evidence, outcome.refused = [e.to_dict() for e in live.evidence], True
-                return True
+    @staticmethod
+    def _refuse(store, conn, caps, ids, now) -> None:
+        """Ground rule 6 in one store: raise ``Refused`` when a moved session looks
+        live or a gateway of the profile heartbeats."""
+        refuse_live(store, conn, caps, ids, now, closed_counts=True, where=store.key)
         gateways = live_gateways(store, conn, caps, now)
         if gateways:
             backend, pid, _ = gateways[0]
-            outcome.reason = f"a gateway of profile {store.key} is live (backend {backend}, pid {pid}); nothing written"
-            outcome.refused = True
-            return True
-        return False
+            raise Refused(f"a gateway of profile {store.key} is live (backend {backend}, pid {pid}); nothing written")
 
     def _copy(self, src, caps, dst, tcaps, plan, to_copy) -> int:
         p, n = plan.params, 0
@@ -726,5 +651,88 @@ class MoveToOwnerStore(Action):
         return n
 
 
-def _norm(value):
-    return json.loads(json.dumps(value, default=str))
+class CopyIntoTarget(Write):
+    """Steps 3 and 4 on the target store: copy from one read snapshot of the
+    source, verified inside the target's transaction before ``COMMIT`` (a
+    difference rolls the copy back). ``differs`` / ``failure`` say why it did not
+    commit, for the source's outcome."""
+
+    action = "move_to_owner_store"
+
+    def __init__(self, move, plan, source: Store, caps, to_copy: list[str]):
+        self.move, self.plan, self.source, self.caps, self.to_copy = move, plan, source, caps, to_copy
+        self.differs = ""
+        self.failure = ""
+
+    def check(self, ctx):
+        if not ctx.inside:
+            self.move._refuse(ctx.store, ctx.conn, ctx.caps, self.plan.params["members"], ctx.now)
+        if jsonable(self.move.target_state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard["target"]:
+            raise Changed(f"{ctx.store.key} re-read " + ("inside the write transaction" if ctx.inside
+                                                         else "before writing"))
+
+    def execute(self, ctx):
+        with self.source.read() as src:
+            src.execute("BEGIN")  # one snapshot: the copy and its check read the same source
+            try:
+                if jsonable(self.move.state(src, self.caps, self.plan)) != self.plan.guard["source"]:
+                    raise Changed(f"{self.source.key} re-read before copying")
+                copied = self.move._copy(src, self.caps, ctx.conn, ctx.caps, self.plan, self.to_copy)
+                problem = self.move._verify_copy(src, self.caps, ctx.conn, ctx.caps, self.plan, self.to_copy)
+                if problem:
+                    self.differs = problem
+                    raise Mismatch(problem)  # rolls the copy back
+            finally:
+                if src.in_transaction:
+                    src.execute("ROLLBACK")
+        ctx.outcome.rows_changed = copied
+        ctx.outcome.done = (f"copied {len(self.to_copy)} session(s) from {self.source.key} ({copied} rows), "
+                            "verified before COMMIT; the source copy is removed next")
+
+    def describe(self, outcome):
+        if outcome.status == "applied":
+            return
+        self.failure = outcome.reason
+        outcome.reason = (f"verify before COMMIT: {self.differs}; rolled back, nothing written" if self.differs
+                          else f"nothing written: {outcome.reason}")
+
+    def audit_fields(self, store, outcome):
+        return _move_audit(self.plan, outcome)
+
+
+class RemoveFromSource(Write):
+    """Step 5 on the source store: liveness and the plan's state again, then the
+    moved rows go; step 6 (the files follow) only once that committed."""
+
+    action = "move_to_owner_store"
+
+    def __init__(self, move, plan, target: Store):
+        self.move, self.plan, self.target = move, plan, target
+        self.moved: list[str] = []
+        self.unmoved: list[str] = []
+
+    def check(self, ctx):
+        self.move._refuse(ctx.store, ctx.conn, ctx.caps, self.plan.params["members"], time.time())
+        if jsonable(self.move.state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard["source"]:
+            raise Changed("re-read inside the write transaction" if ctx.inside else "re-read before writing")
+
+    def execute(self, ctx):
+        ctx.outcome.rows_changed = self.move._delete(ctx.conn, ctx.caps, self.plan)
+
+    def after_commit(self, writer, store, outcome):
+        self.moved, self.unmoved = self.move._move_files(store, self.target, self.plan)
+
+    def verify(self, store, outcome):
+        with store.read() as conn:
+            left = [sid for sid in self.plan.params["members"]
+                    if one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,))]
+        return f"verify: {', '.join(left)} still in {store.key}" if left else None
+
+    def verified(self, outcome, problem):
+        outcome.status, outcome.reason = ("failed", problem) if problem else ("applied", "")
+
+
+def _move_audit(plan, outcome) -> dict:
+    return dict(check_code=plan.check, session_ids=[plan.session_id] if plan.session_id else [],
+                plan=jsonable(plan.as_dict()), changes=jsonable([c.__dict__ for c in plan.changes]),
+                rows_changed=outcome.rows_changed)

@@ -36,7 +36,6 @@ class HideDuplicates(Action):
     """
 
     name = "hide_duplicates"
-    heals = ("duplicate_live_rows",)
 
     def plan(self, ctx, finding):
         ids = [int(i) for i in (finding.evidence or {}).get("hide", [])]
@@ -94,7 +93,6 @@ class ClearStaleLease(Action):
     """
 
     name = "clear_stale_lease"
-    heals = ("stale_lease",)
     needs_idle_session = False  # the row itself is the liveness evidence, checked below
 
     def plan(self, ctx, finding):

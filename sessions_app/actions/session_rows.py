@@ -66,7 +66,6 @@ class RecreateSessionRow(Action):
     """
 
     name = "recreate_session_row"
-    heals = ("orphan_messages",)
 
     def plan(self, ctx: ActionContext, finding) -> Plan:
         sid = finding.session_id
@@ -128,7 +127,6 @@ class DetachFromMissingParent(Action):
     """
 
     name = "detach_from_missing_parent"
-    heals = ("dangling_parent",)
 
     def plan(self, ctx, finding):
         row = session_row(ctx.conn, ctx.caps, finding.session_id, ["parent_session_id"]) or {}
@@ -177,7 +175,6 @@ class ReopenCompressionParent(Action):
     """
 
     name = "reopen_compression_parent"
-    heals = ("compression_without_continuation",)
     # Ended by compression: a live agent may be creating the continuation right now.
     closed_activity_counts = True
 
@@ -235,7 +232,6 @@ class CloseStaleSession(Action):
     """
 
     name = "close_stale_session"
-    heals = ("stale_open",)
 
     def plan(self, ctx, finding):
         row = session_row(ctx.conn, ctx.caps, finding.session_id, ["ended_at", "pinned"]) or {}
@@ -279,7 +275,6 @@ class StampOwner(Action):
     """
 
     name = "stamp_owner"
-    heals = ("missing_owner", "owner_mismatch")
 
     def plan(self, ctx, finding):
         row = session_row(ctx.conn, ctx.caps, finding.session_id, ["profile_name"]) or {}
@@ -324,7 +319,6 @@ class InheritRoutingIdentity(Action):
     """
 
     name = "inherit_routing_identity"
-    heals = ("missing_routing_identity",)
 
     def plan(self, ctx, finding):
         child = session_row(ctx.conn, ctx.caps, finding.session_id,
@@ -387,7 +381,6 @@ class RecountSession(Action):
     """
 
     name = "recount_session"
-    heals = ("counter_drift",)
     COLUMNS = ("message_count", "tool_call_count")
 
     def _targets(self, caps, row: dict, facts: dict) -> dict:

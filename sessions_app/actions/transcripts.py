@@ -181,7 +181,6 @@ class ImportJsonlTranscript(Action):
     """
 
     name = "import_jsonl_transcript"
-    heals = ("transcript_on_disk_only",)
     permission = "run_heal"
 
     def plan(self, ctx, finding):

@@ -16,7 +16,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs
-from ..actions.engine import ACTIONS, plan_for
+from ..actions.registry import ACTIONS, plan_for
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest

@@ -28,7 +28,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ..actions.base import Plan
-from ..actions.engine import ACTIONS, plan_for
+from ..actions.registry import ACTIONS, plan_for
 from ..actions.transcripts import jsonl_path
 from ..checks import run_store_checks
 from ..secrets import mask, mask_value, masking_for
