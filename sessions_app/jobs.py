@@ -90,7 +90,7 @@ def execute(run_id: int) -> HealRun:
     try:
         with run_lock("heal", label=f"run #{run.pk} by {run.actor_label}"):
             if run.mode == "delete":  # bulk deletion (issue 5): each session judged on its own
-                from .actions.delete import run_bulk_delete
+                from .actions.deletion import run_bulk_delete
                 report = run_bulk_delete(run, _progress(run))
             else:
                 report = _plans_job(run) if run.plans else _heal_job(run)

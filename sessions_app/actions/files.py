@@ -49,6 +49,38 @@ def move_without_loss(source: Path, target: Path) -> Path:
     return final
 
 
+def session_files_by_id(store, ids) -> dict[str, list[str]]:
+    """Names of the regular files in ``store``'s ``sessions/`` belonging to ``ids``,
+    by session id (upstream's naming rules, ``checks.files.session_id_of``).
+    Symlinks are not followed, and a name for the store's own file (a hard link
+    to ``state.db`` or a sidecar) is never listed: moving it across filesystems
+    would mean opening a live store (ground rule 5)."""
+    from ..checks.files import session_id_of
+    from ..stores import jsonl
+
+    wanted = set(ids)
+    found: dict[str, list[str]] = {}
+    folder = Path(store.profile.sessions_dir)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found
+    own = jsonl.store_inodes(store.path)
+    for name in names:
+        sid, _ = session_id_of(name)
+        if sid not in wanted or not jsonl.is_regular(folder / name):
+            continue
+        st = os.lstat(folder / name)
+        if (st.st_dev, st.st_ino) not in own:
+            found.setdefault(sid, []).append(name)
+    return found
+
+
+def session_file_names(store, ids) -> list[str]:
+    """All of :func:`session_files_by_id`'s names, sorted."""
+    return sorted(n for names in session_files_by_id(store, ids).values() for n in names)
+
+
 class RemoveLeftoverFiles(Action):
     """Move ``sessions/`` files of a session that no longer exists into the trash.
 

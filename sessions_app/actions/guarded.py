@@ -240,6 +240,20 @@ class Write:
         return {}
 
 
+class Unstarted(Write):
+    """A write that never reached its store (refused before it ran, its profile
+    gone): only its audit event is recorded (:meth:`GuardedWriter.note`)."""
+
+    def __init__(self, action: str, session_ids: list[str], profile: str = ""):
+        self.action, self.session_ids, self.profile = action, list(session_ids), profile
+
+    def audit_fields(self, store, outcome):
+        fields = {"session_ids": self.session_ids}
+        if store is None and self.profile:
+            fields["profile"] = self.profile
+        return fields
+
+
 def jsonable(value):
     """JSON round trip, so a guard or a plan compares equal before and after serialization."""
     return json.loads(json.dumps(value, default=str))
@@ -424,8 +438,8 @@ class GuardedWriter:
             write.execute(WriteContext(store, None, caps, time.time(), False, outcome))
         else:
             identity = file_identity(store.path)
-            outcome.backup = self.backup_for(store)
             try:
+                outcome.backup = self.backup_for(store)
                 with _writer(store) as conn:
                     if write.attach:
                         conn.execute(f"ATTACH DATABASE ? AS {write.attach[1]}", (write.attach[0],))
@@ -447,6 +461,14 @@ class GuardedWriter:
                 raise
         write.after_commit(self, store, outcome)
         write.verified(outcome, write.verify(store, outcome))
+
+    def note(self, store: Store | None, action: str, session_ids: list[str], status: str, reason: str,
+             profile: str = "") -> AuditEvent:
+        """Record a write that never reached its store (``status`` ``refused`` or
+        ``failed``, with ``reason``): a forged token, a missing permission, a
+        profile that is gone. Nothing was written."""
+        return self.record(store, Unstarted(action, session_ids, profile),
+                           Outcome(None, status, reason, refused=status == "refused"), 0)
 
     def record(self, store: Store | None, write: Write, outcome: Outcome, duration_ms: int,
                event: AuditEvent | None = None) -> AuditEvent:

@@ -51,7 +51,6 @@ the copy, checks it again, and finishes.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import sqlite3
 import time
@@ -66,7 +65,7 @@ from ..stores.lineage import UP_CAP
 from ..stores.store import Store
 from .base import Action, Change, one
 from .guarded import Changed, Mismatch, Refused, Skip, Write, jsonable, refuse_live, store_hazard
-from .files import move_without_loss
+from .files import move_without_loss, session_files_by_id as session_files
 from .rowcopy import copy_rows, exact_select, fingerprint, quote
 
 UNIT_CAP = 500  # sessions moved together at most
@@ -205,27 +204,6 @@ def copy_difference(src, caps, dst, tcaps, plan, session_id) -> str | None:
         if prints[0] != prints[1]:
             return f"the usage rows of {session_id} differ"
     return None
-
-
-def session_files(store: Store, ids: set[str]) -> dict[str, list[str]]:
-    """Names of the regular files in the source's ``sessions/`` belonging to ``ids``
-    (as the checks' scanner: symlinks are not followed, and a name for the store's
-    own file is never moved, which across filesystems would mean opening it)."""
-    found: dict[str, list[str]] = {}
-    folder = Path(store.profile.sessions_dir)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return found
-    own = jsonl.store_inodes(store.path)
-    for name in names:
-        sid, _ = session_id_of(name)
-        if sid not in ids or not jsonl.is_regular(folder / name):
-            continue
-        st = os.lstat(folder / name)
-        if (st.st_dev, st.st_ino) not in own:
-            found.setdefault(sid, []).append(name)
-    return found
 
 
 def _prompt_hashes(conn, caps, ids: list[str]) -> list[str]:

@@ -4,7 +4,7 @@ Every request is checked on the server: previews, deletions and restores need
 ``delete_sessions``; an override of a maybe-live verdict also needs
 ``override_live`` (and the typed session id). The confirmation token binds the
 profile, the session ids and the last message id of each, the user it was issued
-to, and a nonce per item that makes it good for one deletion (``actions.delete``);
+to, and a nonce per item that makes it good for one deletion (``actions.deletion``);
 a token for another profile, session or user, a forged one, or an override typed
 without the permission is refused and audited; an expired one sends the admin
 back to a fresh confirmation.
@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs, trash
-from ..actions import delete as deletion
+from ..actions import deletion
 from ..models import HealRun
 from ..stores import registry
 from .common import require_perm, store_view

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from sessions_app.actions import delete as deletion
+from sessions_app.actions import deletion
 from sessions_app.actions.rowcopy import quote
 from sessions_app.stores.connection import ro_uri
 from tests.checks.helpers import hermes_background, own_pidns

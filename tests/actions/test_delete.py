@@ -12,7 +12,7 @@ import time
 import pytest
 
 from sessions_app import trash
-from sessions_app.actions import delete as deletion
+from sessions_app.actions import deletion
 from sessions_app.models import AuditEvent
 from tests.checks.helpers import damage, hermes, hermes_background, own_pidns
 from tests.conftest import PROFILES, ids

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from sessions_app import trash
-from sessions_app.actions import delete as deletion
+from sessions_app.actions import deletion
 from sessions_app.locks import run_lock
 from sessions_app.models import AuditEvent
 from tests.checks.helpers import damage, hermes_background
@@ -119,7 +119,7 @@ def test_a_file_that_will_not_move_after_the_commit_is_deleted_but_said(aged_hom
             raise PermissionError(13, "Permission denied", str(source))
         return real(source, target)
 
-    monkeypatch.setattr(deletion, "move_without_loss", stubborn)
+    monkeypatch.setattr(deletion.apply, "move_without_loss", stubborn)
     done = deleter().delete(s, confirm(s, sid)[1])
     assert done.status == "applied" and done.committed
     assert done.reason.startswith("deleted, but file ") and "Permission denied" in done.reason
@@ -143,7 +143,7 @@ def test_an_error_after_the_commit_is_applied_not_failed(aged_home, monkeypatch)
     def broken(*args):
         raise sqlite3.OperationalError("database is locked")
 
-    monkeypatch.setattr(deletion.Deleter, "_verify_deleted", staticmethod(broken))
+    monkeypatch.setattr(deletion.apply, "verify_deleted", broken)
     done = deleter().delete(s, confirm(s, sid)[1])
     assert done.status == "applied"
     assert done.reason.startswith("deleted, but OperationalError: database is locked; moved to the trash")
@@ -164,7 +164,7 @@ def test_a_file_that_will_not_move_back_is_restored_but_said(aged_home, monkeypa
     def stubborn(source, target):
         raise PermissionError(13, "Permission denied", str(target))
 
-    monkeypatch.setattr(deletion, "move_without_loss", stubborn)
+    monkeypatch.setattr(deletion.restore, "move_without_loss", stubborn)
     back = deleter().restore(s, trash.get_entry(done.entry.id))
     assert back.status == "applied" and back.reason.startswith("restored, but file ")
     assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from sessions_app import trash
-from sessions_app.actions import delete as deletion
+from sessions_app.actions import deletion
 from sessions_app.models import AuditEvent, HealRun
 from sessions_app.stores import registry
 from tests.actions.conftest import age_store
@@ -201,7 +201,7 @@ def test_a_deletion_whose_file_would_not_move_says_deleted_but(home, monkeypatch
     def stubborn(source, target):
         raise PermissionError(13, "Permission denied", str(source))
 
-    monkeypatch.setattr(deletion, "move_without_loss", stubborn)
+    monkeypatch.setattr(deletion.apply, "move_without_loss", stubborn)
     token = token_of(text(admin.get(f"/p/default/s/{sid}/delete/")))
     response = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token}, follow=True)
     page = text(response)
