@@ -17,17 +17,16 @@ import sys
 import threading
 from pathlib import Path
 
-import psutil
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
 
 from .actions.engine import Applier
 from .actions.guarded import Outcome
 from .actions.registry import plan_from_dict
-from .actions.heal import finding_json, heal, record_snapshot
+from .actions.heal import heal
 from .checks import run_store_checks
 from .locks import RunLocked, run_lock
+from . import runs
 from .models import HealRun
 from .stores import registry
 
@@ -53,16 +52,7 @@ def start(run: HealRun):
     return child
 
 
-def mark_if_dead(run: HealRun) -> HealRun:
-    """A run still ``running`` whose process is gone (killed, machine restarted) is
-    marked failed, so its page stops waiting."""
-    if run.status != HealRun.Status.RUNNING or not run.pid:
-        return run
-    if not psutil.pid_exists(run.pid):
-        run.status, run.error, run.finished_at = (
-            HealRun.Status.FAILED, "the job process ended without finishing", timezone.now())
-        run.save(update_fields=["status", "error", "finished_at"])
-    return run
+mark_if_dead = runs.mark_if_dead  # the run page settles a killed job through it
 
 
 def _thread_body(run_id: int) -> None:
@@ -74,39 +64,26 @@ def _thread_body(run_id: int) -> None:
         connections.close_all()
 
 
-def _progress(run: HealRun):
-    def update(message: str, done: int, total: int) -> None:
-        run.done, run.total = done, total
-        run.log_tail = "\n".join((run.log_tail.splitlines() + [message])[-20:])
-        run.save(update_fields=["done", "total", "log_tail"])
-    return update
-
-
 def execute(run_id: int) -> HealRun:
     """Run the job of HealRun ``run_id`` to completion (status done or failed)."""
-    run = HealRun.objects.get(pk=run_id)
-    run.status, run.started_at, run.pid = HealRun.Status.RUNNING, timezone.now(), os.getpid()
-    run.save(update_fields=["status", "started_at", "pid"])
+    run = runs.begin(HealRun.objects.get(pk=run_id))
     try:
         with run_lock("heal", label=f"run #{run.pk} by {run.actor_label}"):
             if run.mode == "delete":  # bulk deletion (issue 5): each session judged on its own
                 from .actions.deletion import run_bulk_delete
-                report = run_bulk_delete(run, _progress(run))
+                report = run_bulk_delete(run, runs.progress(run))
             else:
                 report = _plans_job(run) if run.plans else _heal_job(run)
                 if run.plans:
                     _refresh_health(run)
-        run.report, run.status = report, HealRun.Status.DONE
+        runs.finish(run, report)
         if not run.plans and run.mode in ("check", "apply"):  # a whole pass: keep its counts
-            record_snapshot(run, report)
+            runs.record_snapshot(run, report)
     except RunLocked as exc:
-        run.status, run.error = HealRun.Status.FAILED, str(exc)
+        runs.fail(run, str(exc))
     except Exception as exc:  # recorded on the run for the page; the traceback goes to the job log
-        run.status, run.error = HealRun.Status.FAILED, f"{exc.__class__.__name__}: {exc}"
+        runs.fail(run, f"{exc.__class__.__name__}: {exc}")
         raise
-    finally:
-        run.finished_at = timezone.now()
-        run.save()
     return run
 
 
@@ -121,7 +98,7 @@ def _heal_job(run: HealRun) -> dict:
     run.total = len(selected)
     run.save(update_fields=["total"])
     return heal(selected, all_stores=everything, only=run.only, apply=run.mode == "apply",
-                applier=_applier(run), progress=_progress(run))
+                applier=_applier(run), progress=runs.progress(run))
 
 
 def _refresh_health(run: HealRun) -> None:
@@ -133,42 +110,30 @@ def _refresh_health(run: HealRun) -> None:
     selected = [s for s in everything if s.key in touched]
     if not selected:
         return
-    check = HealRun.objects.create(
-        mode="check", trigger=run.trigger, actor=run.actor, actor_label=run.actor_label,
-        profiles=touched, status=HealRun.Status.RUNNING, started_at=timezone.now(), total=len(selected),
-        request_address=run.request_address, pid=os.getpid(),
-    )
-    check.report = heal(selected, all_stores=everything, apply=False, applier=_applier(check))
-    check.status, check.done, check.finished_at = HealRun.Status.DONE, len(selected), timezone.now()
-    check.save()
-    record_snapshot(check, check.report)
+    check = runs.begin(runs.create("check", run.trigger, actor=run.actor, actor_label=run.actor_label,
+                                   request_address=run.request_address, profiles=touched, total=len(selected)))
+    report = heal(selected, all_stores=everything, apply=False, applier=_applier(check))
+    runs.finish(check, report, done=len(selected))
+    runs.record_snapshot(check, report)
 
 
 def _plans_job(run: HealRun) -> dict:
     """Apply previewed plans (one finding each); report in the heal report shape."""
     applier = _applier(run)
-    update = _progress(run)
-    profiles: dict[str, dict] = {}
-    summary = {"profiles": 0, "critical": 0, "warning": 0, "info": 0, "applied": 0, "skipped": 0, "failed": 0}
+    update = runs.progress(run)
+    report = runs.RunReport(mode="apply")
     for n, data in enumerate(run.plans, start=1):
         plan = plan_from_dict(data)
         store = registry.get(plan.profile)
-        entry = profiles.setdefault(plan.profile, {
-            "profile": plan.profile, "path": plan.store_path, "status": "ok", "findings": [], "actions": [], "backup": None,
-        })
+        entry = report.profile(plan.profile, plan.store_path)
         if store is None:
             outcome = Outcome(plan, "failed", "the profile no longer exists")
         else:
             outcome = applier.apply(store, plan)
             backup = applier.backups.get(str(store.path))
-            entry["backup"] = backup.path if backup else None
+            entry.backup = backup.path if backup else None
             after = run_store_checks(store, session_id=plan.session_id, only=[plan.check])
-            entry["findings"] = [finding_json(f) for f in after.findings]
-        entry["actions"].append(outcome.as_json())
-        summary[outcome.status] = summary.get(outcome.status, 0) + 1
-        update(f"{plan.action} {plan.session_id or ''}: {outcome.status}", n, len(run.plans))
-    summary["profiles"] = len(profiles)
-    for entry in profiles.values():
-        for f in entry["findings"]:
-            summary[f["severity"]] += 1
-    return {"version": 1, "mode": "apply", "profiles": list(profiles.values()), "summary": summary}
+            entry.findings = [runs.finding_json(f) for f in after.findings]
+        entry.actions.append(outcome.as_json())
+        update(f"{plan.action} {plan.session_id or ''}: {outcome.report_status}", n, len(run.plans))
+    return report.as_json()

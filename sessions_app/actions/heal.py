@@ -1,28 +1,21 @@
 """A heal run: check every store, plan the repairs, optionally apply, re-check.
 
 One function, :func:`heal`, serves ``manage.py heal_sessions`` (cron) and the
-browser's background *Heal profile* job alike. It returns the version-1 JSON
-report of issue 3:
-
-``{"version": 1, "mode", "started_at", "finished_at", "profiles": [{"profile",
-"root", "path", "status", "schema_version", "error", "findings": [...],
-"actions": [...], "backup"}], "summary": {"profiles", "critical", "warning",
-"info", "applied", "skipped", "failed"}}``
-
-Without ``apply`` nothing is written to any store or Hermes home. With it, every
-planned repair is applied (see ``engine.Applier``) and ``findings`` are those that
+browser's background *Heal profile* job alike. It returns the version-1 report
+(``runs.RunReport``, shape in ``sessions_app/runs.py``). Without ``apply``
+nothing is written to any store or Hermes home. With it, every planned repair is
+applied on the guarded write (``engine.Applier``) and ``findings`` are those that
 remain afterwards.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from typing import Callable, Iterable
 
 from ..checks import run_store_checks
-from ..models import FindingSnapshot
+from ..runs import ProfileReport, RunReport, finding_json, iso
 from ..stores.store import Store
 from .base import Plan
 from .engine import Applier
@@ -34,22 +27,6 @@ APPLY_ORDER = {
     "import_jsonl_transcript": 0, "recreate_session_row": 1, "hide_duplicates": 2, "move_to_owner_store": 90,
     "recount_session": 99,
 }
-SEVERITIES = ("critical", "warning", "info")
-
-
-def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def finding_json(finding) -> dict:
-    return {
-        "check": finding.check,
-        "severity": finding.severity,
-        "session_id": finding.session_id,
-        "count": finding.count,
-        "detail": finding.detail,
-        "heal": finding.heal,
-    }
 
 
 def heal(
@@ -71,36 +48,19 @@ def heal(
     everything = list(all_stores) if all_stores is not None else stores
     only = sorted(set(only or ()))
     applier = applier or Applier(actor_label="heal")
-    started = time.time()
-    profiles = []
+    report = RunReport(mode="apply" if apply else "check", started_at=iso(time.time()))
     for done, store in enumerate(stores, start=1):
         try:
-            profiles.append(_heal_store(store, everything, only, apply, applier))
+            report.profiles.append(_heal_store(store, everything, only, apply, applier))
         except Exception as exc:  # one store's surprise must not end the run (rule 9)
             log.exception("heal run failed on %s", store.path)
-            profiles.append({
-                "profile": store.key, "root": str(store.profile.root), "path": str(store.path),
-                "status": "unreadable", "schema_version": None,
-                "error": f"the pass failed: {exc.__class__.__name__}: {exc}",
-                "findings": [], "actions": [], "backup": None,
-            })
+            report.profiles.append(ProfileReport(
+                profile=store.key, root=str(store.profile.root), path=str(store.path), status="unreadable",
+                error=f"the pass failed: {exc.__class__.__name__}: {exc}"))
         if progress:
-            progress(f"{store.key}: {profiles[-1]['status']}", done, len(stores))
-    summary = {"profiles": len(profiles), **{s: 0 for s in SEVERITIES}, "applied": 0, "skipped": 0, "failed": 0}
-    for prof in profiles:
-        for f in prof["findings"]:
-            summary[f["severity"]] += 1
-        for a in prof["actions"]:
-            if a["status"] in ("applied", "skipped", "failed"):
-                summary[a["status"]] += 1
-    return {
-        "version": 1,
-        "mode": "apply" if apply else "check",
-        "started_at": _iso(started),
-        "finished_at": _iso(time.time()),
-        "profiles": profiles,
-        "summary": summary,
-    }
+            progress(f"{store.key}: {report.profiles[-1].status}", done, len(stores))
+    report.finished_at = iso(time.time())
+    return report.as_json()
 
 
 def _error(report) -> str | None:
@@ -114,20 +74,13 @@ def _error(report) -> str | None:
     return None
 
 
-def _heal_store(store: Store, everything: list[Store], only: list[str], apply: bool, applier: Applier) -> dict:
+def _heal_store(store: Store, everything: list[Store], only: list[str], apply: bool,
+                applier: Applier) -> ProfileReport:
     others = [s for s in everything if s.key != store.key]
     report = run_store_checks(store, only=only or None, other_stores=others)
-    entry = {
-        "profile": store.key,
-        "root": str(store.profile.root),
-        "path": str(store.path),
-        "status": report.status,
-        "schema_version": report.schema_version,
-        "error": _error(report),
-        "findings": [finding_json(f) for f in report.findings],
-        "actions": [],
-        "backup": None,
-    }
+    entry = ProfileReport(profile=store.key, root=str(store.profile.root), path=str(store.path),
+                          status=report.status, schema_version=report.schema_version, error=_error(report),
+                          findings=[finding_json(f) for f in report.findings])
     if report.status != "ok":
         return entry
     outcomes: list[Outcome] = []
@@ -156,37 +109,12 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
             outcomes.append(applier.apply(store, plan))
         else:
             outcomes.append(Outcome(plan, "skipped" if plan.blocked else "planned", plan.blocked))
-    entry["actions"] = [o.as_json() for o in outcomes]
+    entry.actions = [o.as_json() for o in outcomes]
     if apply:
         backup = applier.backups.get(str(store.path))
-        entry["backup"] = backup.path if backup else None
+        entry.backup = backup.path if backup else None
         if any(o.status == "applied" for o in outcomes):
             after = run_store_checks(store, only=only or None, other_stores=others)
-            entry["status"], entry["error"] = after.status, _error(after)
-            entry["findings"] = [finding_json(f) for f in after.findings]
+            entry.status, entry.error = after.status, _error(after)
+            entry.findings = [finding_json(f) for f in after.findings]
     return entry
-
-
-def exit_status(report: dict, fail_on: str = "warning") -> int:
-    """0: nothing at or above ``fail_on`` remains; 1: such findings remain;
-    2: a store could not be read, a check could not run (an ``ok`` store with an
-    ``error``), or an action failed."""
-    if any(p["status"] not in ("ok", "missing") or (p["status"] == "ok" and p["error"])
-           for p in report["profiles"]) or report["summary"]["failed"]:
-        return 2
-    levels = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
-    if any(report["summary"][level] for level in levels):
-        return 1
-    return 0
-
-
-def record_snapshot(run, report: dict) -> None:
-    """Finding counts per profile and check code, for the health-over-time views."""
-    counts: dict[tuple, int] = {}
-    for prof in report["profiles"]:
-        for f in prof["findings"]:
-            key = (prof["profile"], f["check"], f["severity"])
-            counts[key] = counts.get(key, 0) + 1
-    FindingSnapshot.objects.bulk_create(
-        FindingSnapshot(run=run, profile=p, check_code=c, severity=s, count=n) for (p, c, s), n in counts.items()
-    )

@@ -13,13 +13,13 @@ import json
 import sys
 
 from django.core.management.base import CommandError
-from django.utils import timezone
 
+from .. import runs
 from ..actions.engine import Applier
-from ..actions.heal import SEVERITIES, exit_status, heal, record_snapshot
+from ..actions.heal import heal
 from ..checks.registry import BY_CODE as CHECKS
 from ..locks import RunLocked, run_lock
-from ..models import HealRun
+from ..runs import SEVERITIES, exit_status
 from .base import StoreCommand
 
 
@@ -85,11 +85,10 @@ class HealRunCommand(StoreCommand):
             sys.exit(code)
 
     def _run(self, selected, everything, only, options):
-        run = HealRun.objects.create(
-            mode="apply" if options["apply"] else "check", trigger="command", actor_label=self.actor_label(),
-            profiles=[s.key for s in selected], only=only, status=HealRun.Status.RUNNING,
-            started_at=timezone.now(), total=len(selected),
-        )
+        runs.settle_dead_runs()  # a run killed earlier (we hold the lock now) is not left "running"
+        run = runs.begin(runs.create("apply" if options["apply"] else "check", "command",
+                                     actor_label=self.actor_label(), profiles=[s.key for s in selected],
+                                     only=only, total=len(selected)))
         applier = Applier(actor_label=self.actor_label(), run=run)
         try:
             report = heal(selected, all_stores=everything, only=only, apply=options["apply"], applier=applier,
@@ -97,12 +96,10 @@ class HealRunCommand(StoreCommand):
             if getattr(self, "skipped_roots", None):
                 report["skipped_roots"] = list(self.skipped_roots)  # kept with the run, and exit 2
         except BaseException as exc:
-            run.status, run.error, run.finished_at = HealRun.Status.FAILED, repr(exc), timezone.now()
-            run.save()
+            runs.fail(run, repr(exc))
             raise
-        run.report, run.status, run.done, run.finished_at = report, HealRun.Status.DONE, len(selected), timezone.now()
-        run.save()
-        record_snapshot(run, report)
+        runs.finish(run, report, done=len(selected))
+        runs.record_snapshot(run, report)
         return report, run
 
     def _print(self, report, options):

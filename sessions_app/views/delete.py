@@ -20,9 +20,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import jobs, trash
+from .. import jobs, runs, trash
 from ..actions import deletion
-from ..models import HealRun
 from ..stores import registry
 from .common import require_perm, store_view
 
@@ -182,11 +181,8 @@ def bulk_apply(request):
         return HttpResponseBadRequest("Invalid confirmation")
     if not items or len(items) > BULK_MAX:
         return HttpResponseBadRequest("Nothing to delete")
-    run = HealRun.objects.create(
-        mode="delete", trigger="browser", actor=request.user, actor_label=request.user.get_username(),
-        request_address=request.META.get("REMOTE_ADDR"), plans=items, total=len(items),
-        profiles=sorted({i.get("profile", "") for i in items}),
-    )
+    run = runs.create("delete", "browser", actor=request.user, request_address=request.META.get("REMOTE_ADDR"),
+                      plans=items, total=len(items), profiles=sorted({i.get("profile", "") for i in items}))
     jobs.start(run)
     return redirect("run", run.pk)
 

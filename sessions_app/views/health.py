@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import jobs
+from .. import jobs, runs
 from ..actions.registry import ACTIONS, plan_for
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
@@ -31,10 +31,9 @@ PLAN_MAX_AGE = 3600  # seconds a previewed plan stays valid
 
 
 def _start(request, **fields) -> HealRun:
-    run = HealRun.objects.create(
-        trigger="browser", actor=request.user, actor_label=request.user.get_username(),
-        request_address=request.META.get("REMOTE_ADDR"), **fields,
-    )
+    mode = fields.pop("mode")
+    run = runs.create(mode, "browser", actor=request.user, request_address=request.META.get("REMOTE_ADDR"),
+                      **fields)
     jobs.start(run)
     return run
 
