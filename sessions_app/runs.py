@@ -1,4 +1,4 @@
-"""Runs: their lifecycle and their typed report (docs/architecture.md §6, "Runs").
+"""Runs: their lifecycle and their typed report (docs/architecture.md §6, "Runs, jobs, audit").
 
 A run is a :class:`~sessions_app.models.HealRun` row: a check pass, a heal, the
 repair of previewed plans, a bulk deletion. Every run is created by

@@ -1,4 +1,4 @@
-"""Repairs on the guarded write (docs/architecture.md §3).
+"""Repairs on the guarded write (docs/architecture.md §5.1).
 
 :class:`Applier` applies repair plans for one run, the same way for the browser
 and for cron: each plan becomes a :class:`RepairWrite` that the guarded writer

@@ -1,4 +1,4 @@
-"""The one guarded write into a Hermes store (docs/architecture.md §3, "The guarded write").
+"""The one guarded write into a Hermes store (docs/architecture.md §5.1, "The guarded write").
 
 Every write into a store — repairs, recovery, deletion, restore, moves, pruning,
 flags — is a :class:`Write` performed by :meth:`GuardedWriter.perform`. Nothing
@@ -10,7 +10,7 @@ steps, for one unit of work on one store:
    unrecorded change);
 2. :meth:`Write.authorize`: permission, confirmation tokens, blocked plans;
 3. the store hazards (unreadable store, split WAL generation, Hermes' own
-   recovery files beside it: docs/store.md §8) are gathered *before* any lock is
+   recovery files beside it: docs/store.md §11.4) are gathered *before* any lock is
    taken — scanning ``/proc`` holds no write lock;
 4. :meth:`Write.check` on a read-only connection: liveness (ground rule 6) and
    the state the plan was made against (ground rule 2); it raises
@@ -29,6 +29,9 @@ steps, for one unit of work on one store:
 Exceptions become outcomes in one place (:func:`_mapped`), so every kind of
 write reports a locked store, a changed session or a failed backup in the same
 words, and a bug in one action fails that unit only.
+
+The module is longer than most on purpose: every step of a write into a store
+lives here and nowhere else, so reading this one file is reading all of them.
 """
 
 from __future__ import annotations
@@ -270,7 +273,7 @@ def store_hazard(store: Store) -> str | None:
 
     Hermes itself refuses to connect while a process holds a deleted ``-wal``/``-shm``
     (a split WAL generation), and its own schema repair may be midway when scratch
-    or staging copies lie beside the store (docs/store.md §8): the dashboard
+    or staging copies lie beside the store (docs/store.md §11.3, §11.4): the dashboard
     refuses in both cases, as it does for a store it cannot read.
     """
     status = store.readiness()
@@ -295,7 +298,7 @@ def store_hazard(store: Store) -> str | None:
 def refuse_live(store: Store, conn, caps: Capabilities, session_ids, now: float, *,
                 closed_counts: bool = False, where: str = "") -> None:
     """Ground rule 6: raise :class:`Refused` when any of ``session_ids`` is not
-    ``not_live`` (docs/store.md §4, liveness evidence). ``closed_counts``: recent
+    ``not_live`` (docs/store.md §7, liveness evidence). ``closed_counts``: recent
     activity of a session its writer ended still counts as live."""
     for session_id in dict.fromkeys(session_ids):
         verdict = liveness.evidence_for(store, conn, caps, session_id, now, closed_counts=closed_counts)
@@ -311,7 +314,7 @@ def refuse_live(store: Store, conn, caps: Capabilities, session_ids, now: float,
 @contextmanager
 def _writer(store: Store) -> Iterator[sqlite3.Connection]:
     """A read-write connection, closed on exit. Like Hermes' own writers
-    (docs/store.md §2), ``foreign_keys=ON`` and autocommit outside the explicit
+    (docs/store.md §5.1), ``foreign_keys=ON`` and autocommit outside the explicit
     transaction; the journal mode is never touched, nothing checkpoints or vacuums."""
     timeout = getattr(settings, "HERMES_WRITE_TIMEOUT", WRITE_TIMEOUT)
     # mode=rw: a store that vanished is an error, never a new empty database.

@@ -36,9 +36,10 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
    to the target profile's ``sessions/`` (before it, a refused or failed delete
    would leave the session in the source with its files gone).
 
-Audit: one event per store touched. The target's event is created before the copy
-and completed, whatever happens (``finally``), with the real outcome and the rows
-copied there; the engine's event for the source records the rows deleted there.
+Both store writes are guarded writes (``move_copy.py``): one audit event per store
+touched. The target's event is created before the copy and completed with the real
+outcome and the rows copied there; the repair's own event, on the source, records
+the rows deleted there.
 
 An id already present in the target is an ``id_collision``: reported, never
 overwritten or merged. The one exception is a copy this action itself left by an
@@ -50,179 +51,27 @@ the copy, checks it again, and finishes.
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import sqlite3
 import time
 from pathlib import Path
 
 from ..checks.files import session_id_of
-from ..checks.ownership import key_profile, owner_decision
-from ..stores import jsonl, liveness
+from ..checks.ownership import owner_decision
+from ..stores import jsonl
 from ..stores.connection import classify_error
-from ..stores.discovery import discover
-from ..stores.lineage import UP_CAP
 from ..stores.store import Store
 from .base import Action, Change, one
-from .guarded import Changed, Mismatch, Refused, Skip, Write, jsonable, refuse_live, store_hazard
+from .guarded import Changed, Refused, Skip, jsonable, refuse_live, store_hazard
 from .files import move_without_loss, session_files_by_id as session_files
-from .rowcopy import copy_rows, exact_select, fingerprint, quote
+from .move_copy import (  # noqa: F401  (NOT_COPIED: what a move never copies, used by tests)
+    NOT_COPIED, CopyIntoTarget, RemoveFromSource, copy_difference, message_columns, messages_print,
+    target_prompts, unresolved_refs,
+)
+from .move_unit import (  # noqa: F401
+    UNIT_CAP, _prompt_hashes, carried_by, live_gateways, move_unit, sibling_store,
+)
+from .rowcopy import copy_rows, quote
 
-UNIT_CAP = 500  # sessions moved together at most
-# Messages columns the target computes itself (upstream import_moved_session, reference
-# 6.1): the insert trigger derives display_order from the copied display_identity.
-NOT_COPIED = ("id", "display_order")
-OWNER_COLUMNS = ("id", "parent_session_id", "session_key", "profile_name", "title")
-# Session columns a move may rewrite (detached parent, suffixed title, new owner):
-# the only ones in which a copy may differ from its source.
-SESSION_FREE = ("title", "profile_name", "parent_session_id")
-PROMPT_REFS = ("system_prompt_hash", "tool_names")
-HASH_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def sibling_store(store: Store, name: str) -> Store | None:
-    """The store of profile ``name`` in ``store``'s root (same key style), or None."""
-    for profile in discover([store.profile.root]).profiles:
-        if profile.name == name:
-            key = f"{name}@{store.profile.root_label}" if "@" in store.profile.key else name
-            return Store(dataclasses.replace(profile, key=key, root_label=store.profile.root_label))
-    return None
-
-
-def _owner_rows(conn, caps, where: str, params: tuple) -> list[dict]:
-    cols = ", ".join(c if caps.has("sessions", c) else f"NULL AS {c}" for c in OWNER_COLUMNS)
-    cur = conn.execute(f"SELECT {cols} FROM sessions WHERE {where}", params)
-    return [dict(zip(OWNER_COLUMNS, row)) for row in cur.fetchall()]
-
-
-def travels(row: dict, source: str, target: str) -> bool:
-    """Whether a descendant goes with its moving parent: unless its own key or label
-    names a profile other than the target (a label naming the source is the store's
-    own stamp, not evidence)."""
-    label = (row.get("profile_name") or "").strip()
-    return key_profile(row.get("session_key")) in (None, target) and label in ("", source, target)
-
-
-def move_unit(conn, caps, store: Store, session_id: str, target: str) -> tuple[list[dict], list[list[str]]]:
-    """``(members parents first, [[child, parent], ...] children that stay)``."""
-    source = store.profile.name
-    root = _owner_rows(conn, caps, "id = ?", (session_id,))
-    if not root:
-        return [], []
-    members, detached, seen, queue = [root[0]], [], {session_id}, [session_id]
-    while queue and len(members) <= UNIT_CAP:
-        parent = queue.pop(0)
-        for child in _owner_rows(conn, caps, "parent_session_id = ? ORDER BY id", (parent,)):
-            if child["id"] in seen:
-                continue
-            seen.add(child["id"])
-            if travels(child, source, target):
-                members.append(child)
-                queue.append(child["id"])
-            else:
-                detached.append([child["id"], parent])
-    return members, detached
-
-
-def carried_by(conn, caps, store: Store, session_id: str, target: str) -> str | None:
-    """The ancestor whose own move to ``target`` carries ``session_id``, or None."""
-    seen = {session_id}
-    node = _owner_rows(conn, caps, "id = ?", (session_id,))
-    node = node[0] if node else None
-    for _ in range(UP_CAP):
-        pid = node and node.get("parent_session_id")
-        if not pid or pid in seen:
-            return None
-        seen.add(pid)
-        found = _owner_rows(conn, caps, "id = ?", (pid,))
-        if not found:
-            return None
-        node = found[0]
-        decision = owner_decision(store, node.get("profile_name"), node.get("session_key"))
-        if decision["heal"] == "move_to_owner_store" and decision["target"] == target:
-            return pid
-        if not travels(node, store.profile.name, target):
-            return None
-    return None
-
-
-def message_columns(caps, tcaps) -> list[str]:
-    return [c for c in caps.columns("messages") if tcaps.has("messages", c) and c not in NOT_COPIED]
-
-
-def messages_print(conn, columns, session_id) -> list:
-    return fingerprint(conn, "messages", columns, "session_id = ?", (session_id,), order="id")
-
-
-def target_prompts(plan, tcaps) -> list[str]:
-    """The prompt rows the copy carries (none when the target has no prompt table)."""
-    return plan.params["prompts"] if tcaps.has_table("system_prompts") else []
-
-
-def unresolved_refs(src, columns, prompts, session_id) -> dict:
-    """Prompt references of the session the target could not resolve: written NULL."""
-    out = {}
-    for col in PROMPT_REFS:
-        value = one(src, f"SELECT {quote(col)} FROM sessions WHERE id = ?", (session_id,)) if col in columns else None
-        if isinstance(value, str) and HASH_RE.match(value) and value not in prompts:
-            out[col] = None
-    return out
-
-
-def _exact_row(conn, columns, session_id) -> list | None:
-    row = conn.execute(f"SELECT {exact_select(columns)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return None if row is None else [tuple(row[n:n + 2]) for n in range(0, len(row), 2)]
-
-
-def copy_difference(src, caps, dst, tcaps, plan, session_id) -> str | None:
-    """Why ``dst``'s ``session_id`` is not the copy step 3 writes from ``src``, or None.
-
-    Compared exactly, over the columns both stores have: every message row in
-    ``messages.id`` order, the session row except :data:`SESSION_FREE` (prompt
-    references the target cannot resolve are expected NULL), and the usage rows
-    (when both stores keep them). Used for the check before ``COMMIT`` and to tell
-    an interrupted move's copy from another session with the same id.
-    """
-    if not one(dst, "SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
-        return f"{session_id} is missing from the target"
-    cols = message_columns(caps, tcaps)
-    if messages_print(src, cols, session_id) != messages_print(dst, cols, session_id):
-        return f"the messages of {session_id} differ"
-    scols = [c for c in caps.columns("sessions") if tcaps.has("sessions", c) and c not in SESSION_FREE]
-    expected = _exact_row(src, scols, session_id)
-    if expected is None:
-        return f"{session_id} is missing from the source"
-    for col in unresolved_refs(src, scols, target_prompts(plan, tcaps), session_id):
-        expected[scols.index(col)] = (None, "null")
-    if expected != _exact_row(dst, scols, session_id):
-        return f"the session row of {session_id} differs"
-    if caps.has_table("session_model_usage") and tcaps.has_table("session_model_usage"):
-        ucols = [c for c in caps.columns("session_model_usage") if tcaps.has("session_model_usage", c)]
-        order = ", ".join(quote(c) for c in ucols)
-        prints = [fingerprint(conn, "session_model_usage", ucols, "session_id = ?", (session_id,), order=order)
-                  for conn in (src, dst)]
-        if prints[0] != prints[1]:
-            return f"the usage rows of {session_id} differ"
-    return None
-
-
-def _prompt_hashes(conn, caps, ids: list[str]) -> list[str]:
-    if not caps.has_table("system_prompts"):
-        return []
-    cols = [c for c in ("system_prompt_hash", "tool_names") if caps.has("sessions", c)]
-    found = set()
-    for sid in ids:
-        for col in cols:
-            value = one(conn, f"SELECT {col} FROM sessions WHERE id = ?", (sid,))
-            if isinstance(value, str) and HASH_RE.match(value) and one(
-                    conn, "SELECT 1 FROM system_prompts WHERE hash = ?", (value,)):
-                found.add(value)
-    return sorted(found)
-
-
-def live_gateways(store: Store, conn, caps, now: float) -> list:
-    """Backends of this profile that heartbeat and run (reference 4.6)."""
-    return liveness._live_backends(conn, caps, now)  # noqa: SLF001 (the same rule the session evidence uses)
 
 
 class MoveToOwnerStore(Action):
@@ -627,90 +476,3 @@ class MoveToOwnerStore(Action):
                 n += conn.execute(f"DELETE FROM system_prompts WHERE hash = ? AND {unused}",
                                   (digest, *[digest] * len(refs))).rowcount
         return n
-
-
-class CopyIntoTarget(Write):
-    """Steps 3 and 4 on the target store: copy from one read snapshot of the
-    source, verified inside the target's transaction before ``COMMIT`` (a
-    difference rolls the copy back). ``differs`` / ``failure`` say why it did not
-    commit, for the source's outcome."""
-
-    action = "move_to_owner_store"
-
-    def __init__(self, move, plan, source: Store, caps, to_copy: list[str]):
-        self.move, self.plan, self.source, self.caps, self.to_copy = move, plan, source, caps, to_copy
-        self.differs = ""
-        self.failure = ""
-
-    def check(self, ctx):
-        if not ctx.inside:
-            self.move._refuse(ctx.store, ctx.conn, ctx.caps, self.plan.params["members"], ctx.now)
-        if jsonable(self.move.target_state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard["target"]:
-            raise Changed(f"{ctx.store.key} re-read " + ("inside the write transaction" if ctx.inside
-                                                         else "before writing"))
-
-    def execute(self, ctx):
-        with self.source.read() as src:
-            src.execute("BEGIN")  # one snapshot: the copy and its check read the same source
-            try:
-                if jsonable(self.move.state(src, self.caps, self.plan)) != self.plan.guard["source"]:
-                    raise Changed(f"{self.source.key} re-read before copying")
-                copied = self.move._copy(src, self.caps, ctx.conn, ctx.caps, self.plan, self.to_copy)
-                problem = self.move._verify_copy(src, self.caps, ctx.conn, ctx.caps, self.plan, self.to_copy)
-                if problem:
-                    self.differs = problem
-                    raise Mismatch(problem)  # rolls the copy back
-            finally:
-                if src.in_transaction:
-                    src.execute("ROLLBACK")
-        ctx.outcome.rows_changed = copied
-        ctx.outcome.done = (f"copied {len(self.to_copy)} session(s) from {self.source.key} ({copied} rows), "
-                            "verified before COMMIT; the source copy is removed next")
-
-    def describe(self, outcome):
-        if outcome.status == "applied":
-            return
-        self.failure = outcome.reason
-        outcome.reason = (f"verify before COMMIT: {self.differs}; rolled back, nothing written" if self.differs
-                          else f"nothing written: {outcome.reason}")
-
-    def audit_fields(self, store, outcome):
-        return _move_audit(self.plan, outcome)
-
-
-class RemoveFromSource(Write):
-    """Step 5 on the source store: liveness and the plan's state again, then the
-    moved rows go; step 6 (the files follow) only once that committed."""
-
-    action = "move_to_owner_store"
-
-    def __init__(self, move, plan, target: Store):
-        self.move, self.plan, self.target = move, plan, target
-        self.moved: list[str] = []
-        self.unmoved: list[str] = []
-
-    def check(self, ctx):
-        self.move._refuse(ctx.store, ctx.conn, ctx.caps, self.plan.params["members"], time.time())
-        if jsonable(self.move.state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard["source"]:
-            raise Changed("re-read inside the write transaction" if ctx.inside else "re-read before writing")
-
-    def execute(self, ctx):
-        ctx.outcome.rows_changed = self.move._delete(ctx.conn, ctx.caps, self.plan)
-
-    def after_commit(self, writer, store, outcome):
-        self.moved, self.unmoved = self.move._move_files(store, self.target, self.plan)
-
-    def verify(self, store, outcome):
-        with store.read() as conn:
-            left = [sid for sid in self.plan.params["members"]
-                    if one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,))]
-        return f"verify: {', '.join(left)} still in {store.key}" if left else None
-
-    def verified(self, outcome, problem):
-        outcome.status, outcome.reason = ("failed", problem) if problem else ("applied", "")
-
-
-def _move_audit(plan, outcome) -> dict:
-    return dict(check_code=plan.check, session_ids=[plan.session_id] if plan.session_id else [],
-                plan=jsonable(plan.as_dict()), changes=jsonable([c.__dict__ for c in plan.changes]),
-                rows_changed=outcome.rows_changed)

@@ -1,4 +1,4 @@
-"""The registry of repairs: action name -> action (docs/architecture.md §5, "Add a repair").
+"""The registry of repairs: action name -> action (docs/architecture.md §8, "Add a repair").
 
 Adding a repair is one class in its own module and one line here. A finding names
 its repair by ``Finding.heal``; the heal run, the health and migration pages and

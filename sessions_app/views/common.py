@@ -72,14 +72,14 @@ def permission_denied(request, exception=None):
     what they may not do, whichever view refused it. Views that audit a refusal
     themselves set ``request.refusal_audited``. Refused page views are not audited."""
     if request.method == "POST" and not getattr(request, "refusal_audited", False):
-        from ..models import AuditEvent
+        from .. import audit
 
         match = request.resolver_match
         kwargs = match.kwargs if match else {}
         user = request.user if request.user.is_authenticated else None
         name = request.user.get_username() if user else "anonymous"
         why = str(exception) if exception and str(exception) else "a missing permission"
-        AuditEvent.objects.create(
+        audit.record(
             actor=user, actor_label=name,
             action=f"denied:{match.url_name if match else request.path}"[:64],
             profile=str(kwargs.get("profile") or ""), store_path="",

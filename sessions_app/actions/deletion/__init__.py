@@ -1,4 +1,4 @@
-"""Deleting sessions and restoring them from the trash (docs/architecture.md §4, "Deletion").
+"""Deleting sessions and restoring them from the trash (docs/architecture.md §5; docs/store.md §10).
 
 The package by step: ``plan.py`` (what goes, read-only), ``tokens.py`` (signed,
 single-use confirmations), ``apply.py`` (the deletion as a guarded write),

@@ -1,6 +1,6 @@
 """Planning a deletion (read-only): what goes, what is detached, who holds it.
 
-Semantics mirror upstream ``delete_session`` (docs/store.md §6, hermes-agent
+Semantics mirror upstream ``delete_session`` (docs/store.md §10.1, hermes-agent
 0.19.0 ``hermes_state.py``), plus what the dashboard adds:
 
 - **targets**: the session asked for (or, with ``lineage``, every segment of its

@@ -21,6 +21,7 @@ import json
 from django.conf import settings
 from django.core.management.base import CommandError
 
+from ... import audit
 from ...models import AuditEvent
 from ...stores import backup
 from ..purge import PurgeCommand
@@ -49,8 +50,8 @@ class Command(PurgeCommand):
                  for e in AuditEvent.objects.exclude(backup_path="").values("backup_path", "store_path", "profile")}
         label = self.actor_label()
 
-        def audit(item: backup.Backup):
-            AuditEvent.objects.create(
+        def record(item: backup.Backup):
+            audit.record(
                 actor_label=label, action="purge_backup", profile=item.profile, store_path=item.store_path,
                 session_ids=[], outcome="applied",
                 reason=f"backup older than {days:g} days removed ({keep} newest of its store kept): {item.path}",
@@ -58,7 +59,7 @@ class Command(PurgeCommand):
             )
 
         items = self.purge(lambda: backup.expired_backups(older_than_days=days, keep=keep, known=known),
-                           options["dry_run"], audit)
+                           options["dry_run"], record)
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days, "keep": keep,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from ... import trash
-from ...models import AuditEvent
+from ... import audit
 from ..purge import PurgeCommand
 
 
@@ -30,15 +30,15 @@ class Command(PurgeCommand):
         days = self.retention(options, trash.retention_days())
         label = self.actor_label()
 
-        def audit(item):
-            AuditEvent.objects.create(
+        def record(item):
+            audit.record(
                 actor_label=label, action="purge_trash", profile=item.profile, store_path="",
                 session_ids=list(item.session_ids), outcome="applied",
                 reason=f"trash {item.kind} older than {days:g} days removed: {item.path}",
                 plan={"path": item.path, "kind": item.kind, "state": item.state, "age_days": round(item.age_days, 2)},
             )
 
-        items = self.purge(lambda: trash.expired(older_than_days=days), options["dry_run"], audit)
+        items = self.purge(lambda: trash.expired(older_than_days=days), options["dry_run"], record)
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days,
