@@ -1,8 +1,8 @@
-"""URLs of deletion, the trash and restore (issue 5); included by ``urls.py``."""
+"""Deletion: one session or a selection, the trash and restore."""
 
 from django.urls import path
 
-from .views import delete
+from ..views import delete
 
 urlpatterns = [
     path("sessions/delete/", delete.bulk_confirm, name="bulk_delete_confirm"),

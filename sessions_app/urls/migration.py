@@ -1,9 +1,9 @@
-"""Migration pages (issue 4): per-profile plan and apply, a session's JSONL copy,
-the copies of a colliding id. Included by ``urls.py`` before its bare session route."""
+"""Migration: a profile's transcript migration plan, a session's JSONL copy, the
+copies of a colliding id."""
 
 from django.urls import path
 
-from .views import migrate
+from ..views import migrate
 
 urlpatterns = [
     path("p/<str:profile>/migrate/", migrate.migrate_profile, name="migrate_profile"),

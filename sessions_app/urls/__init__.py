@@ -1,0 +1,18 @@
+"""URLs of the dashboard, one module per subject; the order of inclusion matters.
+
+A session id may contain "/" (ids come from the store, not from us), so the bare
+session route comes last: no longer ``p/<profile>/s/<id>/…`` route may be shadowed.
+"""
+
+from django.urls import include, path
+
+from ..views import sessions as session_views
+
+urlpatterns = [
+    path("", include("sessions_app.urls.sessions")),
+    path("", include("sessions_app.urls.health")),
+    path("", include("sessions_app.urls.deletion")),
+    path("", include("sessions_app.urls.migration")),
+    path("", include("sessions_app.urls.audit")),
+    path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
+]
