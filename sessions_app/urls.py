@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from .views import audit, health, profiles, sessions
+from .views import audit, copies, health, profiles, sessions
 
 urlpatterns = [
     path("", profiles.overview, name="overview"),
@@ -18,6 +18,7 @@ urlpatterns = [
     path("p/<str:profile>/s/<path:session_id>/repair/", health.repair_preview, name="repair_preview"),
     path("p/<str:profile>/s/<path:session_id>/repair/apply/", health.repair_apply, name="repair_apply"),
     path("p/<str:profile>/s/<path:session_id>/m/<int:message_id>/", sessions.message_raw, name="message_raw"),
+    path("p/<str:profile>/s/<path:session_id>/copies/", copies.session_copies, name="session_copies"),
     path(
         "p/<str:profile>/s/<path:session_id>/export.<str:fmt>",
         sessions.session_export,

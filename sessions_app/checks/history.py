@@ -32,40 +32,43 @@ COPY_WORDS = {"snapshot": "snapshot", "request_dump": "request dump", "jsonl": "
               "json": "JSON dump", "backup": "dashboard backup", "trash": "trash entry"}
 
 
-def session_analysis(ctx, session_id: str, files=None) -> recovery.Analysis:
+def session_analysis(ctx, session_id: str, *, store_copies: bool = True) -> recovery.Analysis:
     """The recovery analysis of one session, once per pass (shared with
-    ``unanswered_turn``)."""
+    ``unanswered_turn``). ``store_copies`` False: the ``sessions/`` files only
+    (cheap: no backup or trash database is opened)."""
     def compute():
-        listed = files
-        if listed is None:
-            scanned = scan_sessions_dir(ctx).get(session_id)
-            listed = scanned.files if scanned is not None else []
-        return recovery.analyse(ctx.store, ctx.conn, ctx.caps, session_id, others=ctx.other_stores, files=listed)
+        scanned = scan_sessions_dir(ctx).get(session_id)
+        listed = scanned.files if scanned is not None else []
+        return recovery.analyse(ctx.store, ctx.conn, ctx.caps, session_id, others=ctx.other_stores,
+                                files=listed, store_copies=store_copies)
 
-    return ctx.memo(f"recovery:{session_id}", compute)
+    return ctx.memo(f"recovery:{session_id}:{int(store_copies)}", compute)
 
 
 def _counter_gaps(ctx) -> dict[str, dict]:
     """Sessions whose counters exceed their rows, or placeholder rows starting
     mid-conversation: id -> facts (``source``, ``api_calls``, ``assistant_rows``,
-    ``first_role``, ``started_at``)."""
-    if not ctx.has("sessions", "api_call_count"):
-        calls = "0"
-    else:
-        calls = "COALESCE(s.api_call_count, 0)"
+    ``first_role``, ``started_at``). One grouped pass over the messages, as
+    ``counter_drift`` does; the first row is read only for the few found."""
+    calls = "COALESCE(s.api_call_count, 0)" if ctx.has("sessions", "api_call_count") else "0"
     where, params = ctx.session_filter("s.id")
-    act = ctx.active("m")
+    inner, inner_params = ctx.session_filter("session_id")
     sql = (
-        f"SELECT s.id, s.source, {calls}, s.started_at, "
-        " (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id AND m.role = 'assistant'),"
-        f" (SELECT m.role FROM messages m WHERE m.session_id = s.id AND {act} ORDER BY m.id LIMIT 1)"
-        f" FROM sessions s WHERE (({calls}) > 0 OR s.source = ?){where}"
+        f"SELECT s.id, s.source, {calls}, s.started_at, COALESCE(a.assistants, 0), COALESCE(a.n, 0) "
+        "FROM sessions s LEFT JOIN ("
+        " SELECT session_id, SUM(CASE WHEN role = 'assistant' THEN 1 ELSE 0 END) AS assistants, COUNT(*) AS n"
+        f" FROM messages WHERE 1{inner} GROUP BY session_id"
+        f") a ON a.session_id = s.id WHERE ({calls} > COALESCE(a.assistants, 0) OR s.source = ?){where}"
     )
     found = {}
-    for sid, source, api_calls, started, assistants, first_role in ctx.conn.execute(sql, (PLACEHOLDER, *params)):
-        excess = api_calls > assistants
+    for sid, source, api_calls, started, assistants, n in ctx.conn.execute(sql, (*inner_params, PLACEHOLDER, *params)):
+        if not n:
+            continue  # no rows at all: usage_without_transcript
+        first = ctx.conn.execute(f"SELECT role FROM messages WHERE session_id = ? AND {ctx.active()} "
+                                 "ORDER BY id LIMIT 1", (sid,)).fetchone()
+        first_role = first[0] if first else None
         mid = source == PLACEHOLDER and first_role is not None and first_role != "user"
-        if (excess or mid) and (first_role is not None or assistants):
+        if api_calls > assistants or mid:
             found[sid] = {"source": source, "api_calls": api_calls, "assistant_rows": assistants,
                           "first_role": first_role, "started_at": started}
     return found
@@ -139,7 +142,10 @@ class HistoryLost(Check):
         for sid in candidates:
             if ctx.verdict(sid) == "live":
                 continue  # a running turn writes its rows after the API call
-            analysis = session_analysis(ctx, sid)
+            # Backups and trash are opened only for a session that shows a loss.
+            analysis = session_analysis(ctx, sid, store_copies=False)
+            if analysis.plan.holding_missing() or sid in facts:
+                analysis = session_analysis(ctx, sid)
             finding = self._judge(sid, analysis, facts.get(sid), sid in exists)
             if finding is not None:
                 yield finding
