@@ -4,7 +4,6 @@ written in the shapes of 0.19.0's own writers (``run_agent._save_session_log``,
 ``agent_runtime_helpers.dump_api_request_debug``), with its own ``atomic_json_write``
 and ``redact_sensitive_text``."""
 
-import json
 import time
 
 from sessions_app.checks import run_store_checks

@@ -17,7 +17,6 @@ Everything here is read-only: no copy is ever modified, moved or created.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .. import session_files
 from .files import read_json_copy, read_jsonl_copy

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Callable
 
 from .. import jsonl
-from ..transcript import JSON_PREFIX
 
 COPY_KINDS = ("snapshot", "request_dump", "jsonl", "json", "backup", "trash")
 # Message fields a copy may carry besides role/content, as store columns name them
@@ -249,6 +248,3 @@ def message_from_row(row: dict, index: int) -> CopyMessage:
     ts = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
     return CopyMessage(row["role"], content, ts, fields, index, row.get("id"))
 
-
-def is_structured_text(content) -> bool:
-    return isinstance(content, str) and content.startswith(JSON_PREFIX)

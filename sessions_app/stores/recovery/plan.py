@@ -131,7 +131,7 @@ def plan_recovery(session_id: str, rows: list[StoreMessage], copies: list[Copy])
                                      "indexes": list(d.indexes), "row_ids": list(d.row_ids)})
     chosen: dict[int | None, tuple[Comparison, tuple[int, ...]]] = {}
     for after_id, options in proposals.items():
-        keyed = [(comp, idx, tuple(comp.copy.entries[_pos(comp.copy, i)].key for i in idx)) for comp, idx in options]
+        keyed = [(comp, idx, tuple(comp.copy.entries[i].key for i in idx)) for comp, idx in options]
         longest = max(keyed, key=lambda k: len(k[2]))  # first (best ranked) of the longest
         if all(_is_prefix(k[2], longest[2]) for k in keyed):
             chosen[after_id] = (longest[0], longest[1])
@@ -163,14 +163,8 @@ def plan_recovery(session_id: str, rows: list[StoreMessage], copies: list[Copy])
     return plan
 
 
-def _pos(copy: Copy, index: int) -> int:
-    """Position in ``copy.entries`` of the message with ``index`` (entries are in
-    index order, indexes contiguous from 0)."""
-    return index
-
-
 def _summary(copy: Copy, index: int) -> dict:
-    e = copy.entries[_pos(copy, index)]
+    e = copy.entries[index]  # entries are in index order, indexes contiguous from 0
     return {"index": e.index, "role": e.role, "digest": e.digest[:16]}
 
 
