@@ -193,18 +193,6 @@ def _as_text(value):
     return None
 
 
-def decode_stored(value):
-    """A stored ``tool_calls``-like JSON text parsed (unparseable text kept as is)."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def message_from_dict(data: dict, index: int, ref, *, timestamp: float | None = None) -> CopyMessage:
     """A :class:`CopyMessage` from a message dict of a JSON copy (snapshot, dump,
     JSONL line). Fields of the wrong kind are left out; OpenAI's tool-message
