@@ -16,7 +16,6 @@ tool call id and tool calls, structured values compared as canonical JSON.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
