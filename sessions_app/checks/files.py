@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from ..stores import jsonl
+from ..stores import copies, jsonl, session_files
 from .base import Check, capped, chunks, placeholders, plural
 
 REPAIR_LEDGER_CAP = 3  # upstream stops automatic repair after 3 failures (reference 1.3)
@@ -158,54 +158,84 @@ class RepairLeftovers(Check):
 
 @dataclass
 class SessionFiles:
-    """Files in ``sessions/`` that belong to one session id."""
+    """Files in ``sessions/`` that belong to one session id (``stores.session_files``):
+    ``files`` all of them; ``jsonl`` its ``<id>.jsonl``; ``others`` the rest
+    (snapshots ``session_<id>.json``, request dumps, ``<id>.json``)."""
 
     session_id: str
     jsonl: Path | None = None
-    others: list[Path] = field(default_factory=list)  # <id>.json, request_dump_<id>_*.json
+    others: list[Path] = field(default_factory=list)
+    files: list[session_files.SessionFile] = field(default_factory=list)
 
 
 def session_id_of(name: str) -> tuple[str | None, str]:
     """``(session id, kind)`` of a ``sessions/`` file name; kind ``jsonl`` | ``other``.
 
-    Upstream names (reference 1.4, hermes-agent 0.19.0 ``_remove_session_files``):
-    ``<id>.jsonl``, ``<id>.json``, ``request_dump_<id>_<YYYYmmdd>_<HHMMSS>_<µs>.json``.
+    Kept for callers that only have a name; ``stores.session_files`` is the lister
+    (it also maps 0.19.0's sanitised names back to the ids a store knows, and
+    refuses store files under any name). ``session_<id>.json`` is session ``<id>``'s
+    snapshot (0.19.0 ``_save_session_log``), never a file of a session ``session_<id>``.
     """
-    if name.startswith(".") or name == "sessions.json":
+    parts = session_files.parse_name(name)
+    if parts is None:
         return None, ""
-    if name.startswith("request_dump_") and name.endswith(".json"):
-        parts = name[len("request_dump_"):-len(".json")].rsplit("_", 3)
-        return (parts[0], "other") if len(parts) == 4 and parts[0] else (None, "")
-    if name.endswith(".jsonl"):
-        return name[:-len(".jsonl")] or None, "jsonl"
-    if name.endswith(".json"):
-        return name[:-len(".json")] or None, "other"
-    return None, ""
+    return parts.component, "jsonl" if parts.kind == "jsonl" else "other"
+
+
+def known_ids(ctx) -> list[str]:
+    """Ids the store knows (session rows, and message rows whose session is gone),
+    to map sanitised file names back; in a restricted run, the one session."""
+    if ctx.session_id is not None:
+        return [ctx.session_id]
+
+    def compute():
+        ids = [r[0] for r in ctx.conn.execute("SELECT id FROM sessions")]
+        ids += [r[0] for r in ctx.conn.execute(
+            "SELECT DISTINCT session_id FROM messages WHERE session_id NOT IN (SELECT id FROM sessions)")]
+        return [i for i in ids if isinstance(i, str)]
+
+    return ctx.memo("known_ids", compute)
+
+
+def guard_paths(ctx) -> list[Path]:
+    """``state.db`` of this store and of every other known store (the store-file guard)."""
+    return session_files.store_paths_of(ctx.store, ctx.other_stores)
 
 
 def scan_sessions_dir(ctx) -> dict[str, SessionFiles]:
     """Session files in ``sessions/`` keyed by session id (restricted runs: one id)."""
     def compute():
-        folder = Path(ctx.store.profile.sessions_dir)
+        listed = session_files.list_session_files(
+            ctx.store.profile.sessions_dir, store_paths=guard_paths(ctx), known_ids=known_ids(ctx),
+            only_ids=None if ctx.session_id is None else [ctx.session_id])
         found: dict[str, SessionFiles] = {}
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            return found
-        for entry in entries:
-            if not entry.is_file(follow_symlinks=False):
-                continue
-            sid, kind = session_id_of(entry.name)
-            if sid is None or (ctx.session_id is not None and sid != ctx.session_id):
-                continue
-            files = found.setdefault(sid, SessionFiles(sid))
-            if kind == "jsonl":
-                files.jsonl = folder / entry.name
+        for f in listed:
+            files = found.setdefault(f.session_id, SessionFiles(f.session_id))
+            files.files.append(f)
+            if f.kind == "jsonl":
+                files.jsonl = f.path
             else:
-                files.others.append(folder / entry.name)
+                files.others.append(f.path)
         return found
 
     return ctx.memo("sessions_dir", compute)
+
+
+def json_copies(ctx, files: SessionFiles) -> list:
+    """The snapshot / dump / ``<id>.json`` copies among ``files``, read once per pass:
+    ``[(SessionFile, Copy or None, error)]``."""
+    def compute():
+        out = []
+        for f in files.files:
+            if f.kind == "jsonl":
+                continue
+            try:
+                out.append((f, copies.read_file_copy(f, store_paths=guard_paths(ctx)), ""))
+            except copies.CopyError as exc:
+                out.append((f, None, str(exc)))
+        return out
+
+    return ctx.memo(f"json_copies:{files.session_id}", compute)
 
 
 def existing_ids(ctx, ids: list[str]) -> set[str]:
@@ -299,7 +329,9 @@ class LeftoverFiles(Check):
         "Files in sessions/ (JSON dumps, request dumps, an empty transcript) belong to a session "
         "that no longer exists, and hold no message that could be imported. Hermes removes them "
         "when it deletes a session itself; these were left by another path. They may still hold "
-        "private data; removing them moves them into the dashboard's trash."
+        "private data; removing them moves them into the dashboard's trash. A file that still "
+        "holds messages (a snapshot, a request dump, a transcript) is never among them: the store "
+        "lacks every one of those messages, so that file is the only record of the conversation."
     )
 
     def run(self, ctx):
@@ -312,6 +344,31 @@ class LeftoverFiles(Check):
                 continue  # a row, or messages whose row may come back (orphan_messages)
             if files.jsonl is not None and jsonl_gap(ctx, files).file.messages:
                 continue  # messages to import: transcript_on_disk_only reports it
-            names = sorted(p.name for p in files.others + ([files.jsonl] if files.jsonl else []))
-            yield self.finding(sid, len(names), f"{plural(len(names), 'file')} of a session that no longer exists: {', '.join(names[:3])}",
-                               {"files": names, "sessions_dir": str(ctx.store.profile.sessions_dir)})
+            kept = self._holding(ctx, files)
+            names = sorted(f.name for f in files.files if f.name not in kept)
+            if not names:
+                continue
+            detail = f"{plural(len(names), 'file')} of a session that no longer exists: {', '.join(names[:3])}"
+            if kept:
+                detail += (f"; {plural(len(kept), 'other file')} kept in place, holding messages the store lacks "
+                           f"({', '.join(sorted(kept)[:3])})")
+            yield self.finding(sid, len(names), detail, {
+                "files": names, "sessions_dir": str(ctx.store.profile.sessions_dir),
+                "kept": [{"file": n, "why": why} for n, why in sorted(kept.items())],
+            })
+
+    @staticmethod
+    def _holding(ctx, files: SessionFiles) -> dict[str, str]:
+        """File name -> why it stays: a copy holding messages (the session has no
+        rows, so the store lacks all of them), or one that could not be read (it
+        may hold some; nothing is moved on a guess)."""
+        kept = {}
+        for f, copy, error in json_copies(ctx, files):
+            if copy is None:
+                kept[f.name] = f"could not be read, so it may hold messages ({error})"
+            elif copy.entries:
+                kept[f.name] = (f"a {f.kind.replace('_', ' ')} holding {plural(copy.message_count, 'message')} "
+                                "the store lacks (the session has no rows)")
+            elif not copy.complete:
+                kept[f.name] = f"damaged ({copy.error}); it may hold messages"
+        return kept

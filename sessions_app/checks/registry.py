@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from . import files, lifecycle, lineage, ownership, store, transcript
+from . import files, history, lifecycle, lineage, ownership, store, transcript
 from .base import Check
 
 CATALOG: tuple[Check, ...] = (
@@ -34,6 +34,7 @@ CATALOG: tuple[Check, ...] = (
     lineage.MultipleContinuations(),
     transcript.UnansweredTurn(),
     files.TranscriptOnDiskOnly(),
+    history.HistoryLost(),
     transcript.CounterDrift(),
     transcript.UsageWithoutTranscript(),
     transcript.OrphanToolResult(),

@@ -8,6 +8,7 @@ read in order (pairing, turns, duplicates inside a turn, timestamp order).
 from __future__ import annotations
 
 from .base import EVIDENCE_CAP, Check, capped, chunks, id_span, placeholders, plural
+from .history import session_analysis
 from .walk import same_row_values, walk
 
 
@@ -179,8 +180,9 @@ class UnansweredTurn(Check):
         "follow each other with no reply in between: the agent's answer never reached the store "
         "(a crash, a kill, a write that failed). Only sessions that are idle and not held by any "
         "live agent are flagged. A conversation that stops on a tool result (a tool loop that was "
-        "interrupted, often on purpose) is reported as info. If a JSONL copy of the transcript "
-        "exists, importing it may bring the reply back."
+        "interrupted, often on purpose) is reported as info. When a copy Hermes left on disk (a session "
+        "snapshot, a later request dump, a transcript, a backup) holds the reply, the finding says so "
+        "and it can be recovered into its place."
     )
 
     def run(self, ctx):
@@ -203,10 +205,31 @@ class UnansweredTurn(Check):
                 parts.append(f"{plural(len(result.user_pairs), 'user message')} followed directly by another user message")
                 ids.extend(first for first, _ in result.user_pairs)
                 severity = "warning"
-            yield self.finding(sid, len(ids), "; ".join(parts), {
+            evidence = {
                 "last": last, "unanswered_message_ids": capped(sorted(set(ids))),
                 "back_to_back_user_rows": [list(p) for p in result.user_pairs],
-            }, severity=severity)
+            }
+            heal = None
+            replies = self._replies_on_disk(ctx, sid, set(ids))
+            if replies:
+                evidence["reply_copies"] = replies
+                parts.append("a copy on disk holds the missing reply: " + ", ".join(
+                    f"{r['path'].rsplit('/', 1)[-1]} ({r['kind'].replace('_', ' ')})" for r in replies[:3]))
+                heal = "recover_messages"
+            yield self.finding(sid, len(ids), "; ".join(parts), evidence, severity=severity, heal=heal)
+
+    @staticmethod
+    def _replies_on_disk(ctx, sid: str, unanswered: set[int]) -> list[dict]:
+        """Copies whose planned insertions put an assistant reply right after one of
+        the unanswered user rows (``stores.recovery``; the same plan
+        ``history_lost`` reports and ``recover_messages`` applies)."""
+        plan = session_analysis(ctx, sid).plan
+        found: dict[str, dict] = {}
+        for ins in plan.insertions:
+            if ins.order == 0 and ins.after_id in unanswered and ins.message.role == "assistant":
+                found.setdefault(ins.source.path, {"path": ins.source.path, "kind": ins.source.kind,
+                                                   "after_id": ins.after_id})
+        return list(found.values())
 
     @staticmethod
     def _compression_parents(ctx, ids: list[str]) -> set[str]:

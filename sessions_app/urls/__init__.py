@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("sessions_app.urls.health")),
     path("", include("sessions_app.urls.deletion")),
     path("", include("sessions_app.urls.migration")),
+    path("", include("sessions_app.urls.recovery")),
     path("", include("sessions_app.urls.audit")),
     path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
 ]

@@ -18,7 +18,7 @@ DESIGN_CODES = {
     "multiple_continuations", "unanswered_turn", "transcript_on_disk_only", "counter_drift",
     "usage_without_transcript", "orphan_tool_result", "unanswered_tool_call", "duplicate_live_rows",
     "timestamp_disorder", "stale_open", "missing_owner", "owner_mismatch", "id_collision",
-    "missing_routing_identity", "leftover_files", "placeholder_session",
+    "missing_routing_identity", "leftover_files", "placeholder_session", "history_lost",
 }
 DESIGN_HEALS = {
     "orphan_messages": "recreate_session_row", "dangling_parent": "detach_from_missing_parent",
@@ -26,7 +26,7 @@ DESIGN_HEALS = {
     "counter_drift": "recount_session", "duplicate_live_rows": "hide_duplicates", "stale_open": "close_stale_session",
     "missing_owner": "stamp_owner", "owner_mismatch": "move_to_owner_store",
     "missing_routing_identity": "inherit_routing_identity", "leftover_files": "remove_leftover_files",
-    "stale_lease": "clear_stale_lease",
+    "stale_lease": "clear_stale_lease", "history_lost": "recover_messages",
 }
 
 

@@ -41,3 +41,26 @@ def test_hostile_content_does_not_run_in_the_browser(logged_in, live_server, her
     page.wait_for_timeout(300)
     assert dialogs == []
     assert "<script>alert(1)</script>" in page.locator("article.msg").first.inner_text()
+
+
+def test_copies_panel_loads_and_hostile_copy_content_stays_inert(logged_in, live_server, hermes_home, settings, tmp_path):
+    """The session page swaps its *Copies on disk* panel in through htmx; a snapshot
+    holding a script shows it as text."""
+    import json
+
+    sid = IDS["cli_main"]
+    folder = hermes_home / "sessions"
+    folder.mkdir(exist_ok=True)
+    (folder / f"session_{sid}.json").write_text(json.dumps({"session_id": sid, "messages": [
+        {"role": "user", "content": "<script>alert('copy')</script>"}]}))
+    page = logged_in
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{live_server.url}/p/default/s/{sid}/")
+    page.wait_for_selector("#copies table.copies")
+    assert f"session_{sid}.json" in page.locator("#copies").inner_text()
+    page.click("#copies summary")
+    page.wait_for_timeout(300)
+    assert dialogs == []
+    assert "differs from the store" in page.locator("#copies").inner_text()
+    assert "<script>alert('copy')</script>" in page.locator("#copies pre.preview").inner_text()

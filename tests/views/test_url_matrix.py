@@ -43,6 +43,7 @@ TABLE = {
     "repair_apply": [("post", f"/p/default/s/{SID}/repair/apply/", "run_heal")],
     "message_raw": [("get", f"/p/default/s/{SID}/m/1/", "view_transcripts")],
     "session_export": [("get", f"/p/default/s/{SID}/export.jsonl", "view_transcripts")],
+    "session_copies": [("get", f"/p/default/s/{SID}/copies/", "view_dashboard")],
     "bulk_delete_confirm": [("post", "/sessions/delete/", "delete_sessions")],
     "bulk_delete_apply": [("post", "/sessions/delete/apply/", "delete_sessions")],
     "trash": [("get", "/trash/", "view_dashboard")],
