@@ -50,29 +50,19 @@ def move_without_loss(source: Path, target: Path) -> Path:
 
 
 def session_files_by_id(store, ids) -> dict[str, list[str]]:
-    """Names of the regular files in ``store``'s ``sessions/`` belonging to ``ids``,
-    by session id (upstream's naming rules, ``checks.files.session_id_of``).
-    Symlinks are not followed, and a name for the store's own file (a hard link
-    to ``state.db`` or a sidecar) is never listed: moving it across filesystems
-    would mean opening a live store (ground rule 5)."""
-    from ..checks.files import session_id_of
-    from ..stores import jsonl
+    """Names of ``ids``' files in ``store``'s ``sessions/``, by session id, from the one
+    lister (``stores.session_files``): Hermes' naming rules, symlinks not followed,
+    and no store's own file (a hard link to any known ``state.db`` or a sidecar)
+    ever listed — moving one across filesystems would mean opening a live store
+    (ground rule 5)."""
+    from ..stores import registry, session_files
 
-    wanted = set(ids)
+    ids = list(ids)
+    known = [s for s in registry.stores() if s.path != store.path]
     found: dict[str, list[str]] = {}
-    folder = Path(store.profile.sessions_dir)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return found
-    own = jsonl.store_inodes(store.path)
-    for name in names:
-        sid, _ = session_id_of(name)
-        if sid not in wanted or not jsonl.is_regular(folder / name):
-            continue
-        st = os.lstat(folder / name)
-        if (st.st_dev, st.st_ino) not in own:
-            found.setdefault(sid, []).append(name)
+    for f in session_files.list_session_files(store.profile.sessions_dir, known_ids=ids, only_ids=ids,
+                                              store_paths=session_files.store_paths_of(store, known)):
+        found.setdefault(f.session_id, []).append(f.name)
     return found
 
 

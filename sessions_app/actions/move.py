@@ -55,7 +55,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from ..checks.files import session_id_of
+from ..stores.session_files import belongs_to
 from ..checks.ownership import owner_decision
 from ..stores import jsonl
 from ..stores.connection import classify_error
@@ -278,7 +278,7 @@ class MoveToOwnerStore(Action):
         if any(v != target.profile.name for v in p.get("owners", {}).values()):
             raise ValueError("the owner written must be the target profile")
         for sid, names in p.get("files", {}).items():
-            if any(session_id_of(n)[0] != sid or "/" in n for n in names):
+            if any(not belongs_to(n, sid) or "/" in n for n in names):
                 raise ValueError("the plan names files of another session")
 
     def liveness_ids(self, plan):
