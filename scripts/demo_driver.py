@@ -30,7 +30,8 @@ Stories (spec keys), each done the way it happens in the field:
 
 Stdlib-only at import time (``demo_home.py`` imports :class:`DemoClock` and
 :func:`gap`); ``hermes_state`` is imported inside ``main``. Prints one JSON line:
-``{"release", "schema_version", "written", "skipped", "dropped_kwargs", "last"}``
+``{"release", "schema_version", "written", "skipped", "dropped_kwargs",
+"append_failures", "last"}``
 where ``last`` maps session id -> epoch seconds of its last write.
 """
 
@@ -133,6 +134,7 @@ class DemoDriver(fd.Driver):
         self.sessions_dir = sessions_dir
         self.rng = random.Random(0)
         self.last: dict[str, float] = {}
+        self.append_failures = 0  # appends refused because the row was gone (deleted_under_agent)
 
     def append(self, session_id: str, msg: dict) -> int:
         msg = {k: v for k, v in msg.items() if k != "retried"}
@@ -195,13 +197,12 @@ class DemoDriver(fd.Driver):
         path = self.sessions_dir / f"session_{sid}.json"
         memory: list[dict] = []   # the agent's in-memory conversation
         pending: list[dict] = []  # appended to memory, not yet in the store
-        failures = 0
         for number, turn in enumerate(spec["turns"], start=1):
             user, *replies = turn
             self.clock.advance(gap("user", self.rng))
             memory.append(user)
             pending.append(user)
-            failures += self._flush(sid, pending)  # the user message first
+            self.append_failures += self._flush(sid, pending)  # the user message first
             for reply in replies:
                 self.clock.advance(gap(reply["role"], self.rng))
                 memory.append(reply)
@@ -209,7 +210,7 @@ class DemoDriver(fd.Driver):
             # After the API call: usage first (CLI path: deltas), then the flush.
             self.call("update_token_counts", sid, input_tokens=1200 + 150 * number, output_tokens=180,
                       model=spec.get("model"), api_call_count=1)
-            failures += self._flush(sid, pending)
+            self.append_failures += self._flush(sid, pending)
             snapshot(path, spec, memory, start, self.clock())
             self.last[sid] = self.clock.t
             if number == spec["delete_after_turn"]:
@@ -217,7 +218,6 @@ class DemoDriver(fd.Driver):
                 # `hermes sessions delete <id> --yes` in another terminal.
                 self.call("delete_session", sid, sessions_dir=self.sessions_dir)
         self.written.append(spec["kind"])
-        self.report_failures = failures
 
     def _flush(self, sid: str, pending: list[dict]) -> int:
         """Append pending messages in order; stop at the first failure (a message
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
         "release": plan["release"],
         "schema_version": getattr(hermes_state, "SCHEMA_VERSION", None),
         "written": driver.written, "skipped": driver.skipped, "dropped_kwargs": driver.dropped,
-        "append_failures": getattr(driver, "report_failures", 0), "last": driver.last,
+        "append_failures": driver.append_failures, "last": driver.last,
     }, sys.stdout)
     print()
     return 0

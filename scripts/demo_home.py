@@ -69,7 +69,9 @@ PROFILES = {
     "edge": "edge",
     "laptop": "0.19.0",
 }
-fd.PROFILE_DATES.setdefault("laptop", "20260307")  # plan() derives its (replaced) ids from it
+# plan() derives its ids (replaced by demo ids below) from a per-profile date; this
+# module's own copy of fixture_driver learns the demo-only profile's.
+fd.PROFILE_DATES.setdefault("laptop", "20260307")
 # Days each profile's history is shifted back, so profiles do not mirror each other.
 SHIFT_DAYS = {"default": 0, "ops": 1, "research": 2, "legacy": 3, "archive": 5, "edge": 0.1, "laptop": 6}
 # (days ago, "HH:MM") of each base session's start, in the default profile.
@@ -198,7 +200,7 @@ def stories(profile: str) -> list[dict]:
             A("The nightly backup finished at 02:14: 41 GB, verified."),
         ], gateway=fd.gateway("ops", "telegram", "dm", "555001", "555001", "dana", "Dana Ops"))
         add("interrupted", "cli", 11, "15:00", title="Profile the importer", cwd=fd.CWD,
-            end="compression", end_now=True, end_gap=2.0, messages=[
+            end="compression", end_now=True, messages=[
                 U("The CSV importer got slow. Profile it."),
                 TC([tool_call("call_p1", "terminal", {"command": "python -m cProfile -s cumtime import_csv.py"})]),
                 T("call_p1", "terminal", "ncalls tottime cumtime\n  51200  8.112  9.870 parse_row"),
@@ -262,7 +264,7 @@ def plan(profile: str, release: str, now: float) -> list[dict]:
             p = by_kind[parent]
             spec["start"] = (p["start"] if what == "start" else predicted_last(p) + p["end_gap"]) + offset
         else:
-            days, hhmm = SCHEDULE.get(kind, (spec.pop("days", 0), spec.pop("at", "12:00")))
+            days, hhmm = (spec.pop("days"), spec.pop("at")) if "days" in spec else SCHEDULE[kind]
             spec["start"] = start_at(now, days + shift, hhmm, f"{profile}:{kind}")
         if spec.get("end"):
             # A compression handoff rotates at once; anything else ends a while later.
@@ -461,7 +463,8 @@ def build(dest: Path, *, cache: Path | None = None, now: float | None = None) ->
     manifest, also written to ``dest/.hermes-admin-demo``::
 
         {"version", "built_at" (epoch s), "built_by", "home",
-         "profiles": {name: {"release", "home", "session_ids": {kind: id}}},
+         "profiles": {name: {"release", "home", "session_ids": {kind: id},
+                             "skipped": [kinds the release could not write], "append_failures"}},
          "planned": [{"profile", "check", "kind", "session_id"}],
          "live_agent": {"release", "python", "profile", "store", "session_id"}}
 
@@ -508,7 +511,8 @@ def build(dest: Path, *, cache: Path | None = None, now: float | None = None) ->
             "built_by": "manage.py make_demo_home (scripts/demo_home.py)",
             "home": str(dest),
             "profiles": {p: {"release": PROFILES[p], "home": "." if p == "default" else f"profiles/{p}",
-                             "session_ids": ids[p]} for p in PROFILES},
+                             "session_ids": ids[p], "skipped": reports[p]["skipped"],
+                             "append_failures": reports[p].get("append_failures", 0)} for p in PROFILES},
             "planned": [{"profile": p, "check": code, "kind": kind,
                          "session_id": ids[p][kind] if kind else None} for p, code, kind in PLANNED],
             "live_agent": {"release": LIVE_RELEASE, "python": str(pythons[LIVE_RELEASE]), "profile": "default",

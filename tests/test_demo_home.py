@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from sessions_app.checks import run_store_checks
 from sessions_app.context_processors import DEMO_MARKER
+from sessions_app.models import HealRun
 from sessions_app.management.commands.make_demo_home import demo_builder
 from sessions_app.stores.discovery import discover
 from sessions_app.stores.liveness import evidence_for
@@ -103,7 +105,9 @@ def test_timestamps_are_spread_over_weeks_and_lie_in_the_past(demo_home):
 
 
 def test_the_session_deleted_under_an_agent_left_a_full_snapshot(demo_home):
-    sid = marker(demo_home)["profiles"]["default"]["session_ids"]["deleted_live"]
+    default = marker(demo_home)["profiles"]["default"]
+    sid = default["session_ids"]["deleted_live"]
+    assert default["append_failures"] == 1  # the agent's first append after the deletion: FOREIGN KEY
     snapshot = json.loads((demo_home / "sessions" / f"session_{sid}.json").read_text())
     assert set(snapshot) == {"session_id", "model", "base_url", "platform", "session_start", "last_updated",
                              "system_prompt", "tools", "message_count", "messages"}
@@ -135,8 +139,10 @@ def test_banner_on_every_page_says_demo_and_where(demo_client, demo_home, client
         assert page.status_code == status, url
         assert "Demo home." in text and f"<code>{demo_home}</code>" in text, url
     demo_client.logout()
-    login = client.get("/accounts/login/").content.decode()
-    assert "Demo home." in login and str(demo_home) not in login  # no paths for anonymous visitors
+    login = client.get(reverse("login"))
+    assert login.status_code == 200 and 'name="password"' in login.content.decode()
+    text = login.content.decode()
+    assert "Demo home." in text and str(demo_home) not in text  # no paths for anonymous visitors
 
 
 @pytest.mark.django_db
@@ -227,11 +233,16 @@ def test_make_demo_home_keeps_a_current_demo_and_replaces_only_demo_homes(demo_h
     dest = tmp_path / "data" / "demo-home"
     call_command("make_demo_home", stdout=open(os.devnull, "w"))
     built = marker(dest)["built_at"]
+    # Checked once, so the overview shows findings from the first page on.
+    [run] = HealRun.objects.all()
+    assert run.mode == "check" and run.status == HealRun.Status.DONE and str(dest) in run.report["profiles"][0]["root"]
+    assert run.report["summary"]["critical"] >= 3  # orphans, a JSONL-only transcript, a corrupt store
     (dest / "note.txt").write_text("a repair made while exploring")
     call_command("make_demo_home", stdout=open(os.devnull, "w"))
     assert marker(dest)["built_at"] == built and (dest / "note.txt").exists()  # kept
     call_command("make_demo_home", "--force", stdout=open(os.devnull, "w"))
     assert marker(dest)["built_at"] > built and not (dest / "note.txt").exists()
+    assert HealRun.objects.count() == 2  # kept: not checked again; rebuilt: checked
     # A demo of the earlier kind (the fixture copied as it was) is rebuilt.
     old = copy_home(tmp_path / "old-demo")
     call_command("make_demo_home", "--dest", str(old), stdout=open(os.devnull, "w"))
