@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, DjangoHelpFormatter
 from django.utils import timezone
 
 from ..actions.engine import Applier
@@ -40,6 +40,13 @@ one line. With --json, one JSON document on stdout, also on an argument error:
 {"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one
 line to stderr saying what tripped it, even with --json.
 """
+
+
+class EpilogFormatter(DjangoHelpFormatter):
+    """Django's help layout, with the epilog's paragraphs and line breaks kept."""
+
+    def _fill_text(self, text, width, indent):
+        return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
 def failure_line(command: str, code: int, report: dict, fail_on: str, skipped: list[str]) -> str:
@@ -78,6 +85,7 @@ class HealRunCommand(StoreCommand):
     codes: tuple[str, ...] | None = None
 
     def create_parser(self, prog_name, subcommand, **kwargs):
+        kwargs.setdefault("formatter_class", EpilogFormatter)
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         parser.epilog = EPILOG
         return parser

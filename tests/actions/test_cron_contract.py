@@ -167,3 +167,14 @@ def test_logs_folder_exists_after_setup_and_the_readme_cron_line_works(hermes_ho
     assert done.returncode == 0, done.stderr
     [written] = list((data / "logs").glob("heal-*.json"))
     assert json.loads(written.read_text())["mode"] == "apply"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_states_the_contract_the_tests_above_check(data, name):
+    out = run_manage([name, "--help"], data)
+    assert out.returncode == 0
+    text = out.stdout
+    assert "exit status: 0 nothing at or above --fail-on remains; 1 such findings remain;\n2 a store" in text
+    assert '{"version": 1, "error": "...", "profiles": []}' in text
+    assert "a run with nothing to report prints that\none line" in text
+    assert ("--only CODE[,CODE…]" in text) == (name == "heal_sessions")
