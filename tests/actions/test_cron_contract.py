@@ -178,3 +178,14 @@ def test_help_states_the_contract_the_tests_above_check(data, name):
     assert '{"version": 1, "error": "...", "profiles": []}' in text
     assert "a run with nothing to report prints that\none line" in text
     assert ("--only CODE[,CODE…]" in text) == (name == "heal_sessions")
+
+
+def test_an_unreadable_store_is_named_as_what_tripped_exit_2(hermes_home, data):
+    (hermes_home / "profiles" / "legacy" / "state.db").write_text("not a database at all\n" * 100)
+    out = command("heal_sessions", "--all-profiles", "--only", "orphan_messages", data=data, home=hermes_home)
+    assert out.returncode == 2
+    [line] = out.stderr.strip().splitlines()
+    # The store first; its store_unreadable finding is counted too.
+    assert line.startswith("heal_sessions: exit 2: failing: 1 store(s) not readable; "
+                           "1 critical finding(s) with --fail-on warning; 1 critical")
+    assert "legacy (" in out.stdout and ": unreadable" in out.stdout  # the damaged store is listed
