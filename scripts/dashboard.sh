@@ -3,8 +3,9 @@
 # Creates .venv with Python 3.11, installs requirements.txt, migrates the dashboard's
 # own database, makes sure a login exists, and serves on http://127.0.0.1:${PORT:-8000}/.
 # Browses HERMES_ROOTS, else HERMES_HOME's root, else ~/.hermes; with none of them it
-# builds a demo Hermes home (stores written by real hermes-agent releases) in the
-# data folder and browses that.
+# builds a demo Hermes home (stores written by real hermes-agent releases, with
+# damage to find and repair) in the data folder and browses that, with a live demo
+# agent (scripts/demo_agent.py) running beside the server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,12 @@ if [ -z "${HERMES_ROOTS:-}" ] && [ -z "${HERMES_HOME:-}" ] && [ ! -d "$HOME/.her
   HERMES_ROOTS="$(.venv/bin/python manage.py make_demo_home)"
   export HERMES_ROOTS
   echo "No ~/.hermes here: browsing the demo Hermes home at $HERMES_ROOTS" >&2
+  # A Hermes process holding one demo session's compression lock (that session is
+  # live). The trap stops it if this script fails before serving; once `exec`
+  # below has replaced this shell, it exits by itself with the server (its parent).
+  .venv/bin/python scripts/demo_agent.py "$HERMES_ROOTS" &
+  DEMO_AGENT=$!
+  trap 'kill "$DEMO_AGENT" 2>/dev/null || true' EXIT
 fi
 .venv/bin/python manage.py ensure_admin
 exec .venv/bin/python manage.py runserver --noreload "127.0.0.1:${PORT:-8000}"

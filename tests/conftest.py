@@ -85,3 +85,15 @@ def allow_store_aliases(request, monkeypatch):
 
     monkeypatch.setattr(BaseDatabaseWrapper, "ensure_connection", ensure_connection)
     yield
+
+
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory):
+    """The demo Hermes home (``scripts/demo_home.py``), built once per test session
+    by the real releases (the cached venvs of ``scripts/make_fixtures.py``).
+    Shared: tests that change it must copy it first (``shutil.copytree``)."""
+    from sessions_app.management.commands.make_demo_home import demo_builder
+
+    home = tmp_path_factory.mktemp("demo") / "demo-home"
+    demo_builder().build(home)
+    return home

@@ -2,16 +2,43 @@
 
 Exit statuses: 0 clean, 1 findings at or above ``--fail-on`` remain, 2 a store
 could not be read, an action failed, or the command was used wrongly.
+
+With ``--json``, every way of using the command wrongly prints one JSON error
+document on stdout (:func:`error_document`) and exits 2: errors found by the
+command itself (``CommandError``) and errors argparse finds while parsing (an
+unknown flag, a bad ``--fail-on`` choice, a missing value), which otherwise
+print only a usage text on stderr before the command runs at all.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+def error_document(message: str) -> dict:
+    """The ``--json`` document of a run that could not start: ``{"version": 1,
+    "error": message, "profiles": []}`` (the report's shape, without results)."""
+    return {"version": 1, "error": message, "profiles": []}
+
+
+def json_requested(parser, argv: list[str]) -> bool:
+    """Did ``argv`` ask for ``--json``? Read from the raw arguments, since parsing
+    failed: ``--json`` itself, ``--json=…``, or a prefix argparse would expand to it
+    (``--js``). Arguments after ``--`` are values, not options."""
+    options = list(getattr(parser, "_option_string_actions", {}))
+    for token in argv:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if name == "--json" or (name.startswith("--j") and [o for o in options if o.startswith(name)] == ["--json"]):
+            return True
+    return False
 
 from ..stores import registry
 from ..stores.store import Store
@@ -19,6 +46,29 @@ from ..stores.store import Store
 
 class StoreCommand(BaseCommand):
     """Base for commands that select profiles with --root/--profile/--all-profiles."""
+
+    argv: list[str] = []
+
+    def run_from_argv(self, argv):
+        self.argv = list(argv[2:])  # what the parser's error handler looks at
+        super().run_from_argv(argv)
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.error = lambda message: self.argument_error(parser, message)
+        return parser
+
+    def argument_error(self, parser, message: str):
+        """argparse found a wrong argument. From the command line with ``--json``:
+        the JSON error document on stdout, one line on stderr, exit 2; otherwise
+        Django's behaviour (usage and the error on stderr, exit 2; a CommandError
+        under ``call_command``)."""
+        if parser.called_from_command_line and json_requested(parser, self.argv):
+            sys.stdout.write(json.dumps(error_document(message)) + "\n")
+            sys.stdout.flush()
+            sys.stderr.write(f"{parser.prog}: error: {message}\n")
+            sys.exit(2)
+        CommandParser.error(parser, message)
 
     def add_arguments(self, parser):
         parser.add_argument("--root", action="append", default=[], metavar="PATH",

@@ -5,6 +5,12 @@ Selection (``--root``/``--profile``/``--all-profiles``), ``--fail-on``, ``--appl
 version-1 JSON report (``actions.heal``); exit status 0 nothing at or above
 ``--fail-on`` remains, 1 such findings remain, 2 a store could not be read, an
 action failed, another run holds the lock, or the arguments were wrong.
+
+Output for people lists what needs a look: findings at or above ``--fail-on``, the
+repairs planned for them, every repair applied, skipped or failed, and stores that
+could not be read; findings below ``--fail-on`` are only counted in the closing
+summary line. So a run with nothing to report prints that one line. A non-zero
+exit also writes one line to stderr naming what tripped it (:func:`failure_line`).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, DjangoHelpFormatter
 
 from .. import runs
 from ..actions.engine import Applier
@@ -20,7 +26,53 @@ from ..actions.heal import heal
 from ..checks.registry import BY_CODE as CHECKS
 from ..locks import RunLocked, run_lock
 from ..runs import SEVERITIES, exit_status
-from .base import StoreCommand
+from .base import StoreCommand, error_document
+
+EPILOG = """\
+exit status: 0 nothing at or above --fail-on remains; 1 such findings remain;
+2 a store could not be read, a check or an action failed, another run holds the
+lock, a root was skipped, or the arguments were wrong.
+
+output: without --json, findings at or above --fail-on, their planned repairs and
+every repair applied, skipped or failed are listed, then one summary line (findings
+below --fail-on are only counted there): a run with nothing to report prints that
+one line. With --json, one JSON document on stdout, also on an argument error:
+{"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one
+line to stderr saying what tripped it, even with --json.
+"""
+
+
+class EpilogFormatter(DjangoHelpFormatter):
+    """Django's help layout, with the epilog's paragraphs and line breaks kept."""
+
+    def _fill_text(self, text, width, indent):
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
+def failure_line(command: str, code: int, report: dict, fail_on: str, skipped: list[str]) -> str:
+    """The stderr line of a non-zero exit: what tripped it first, then the counts, e.g.
+    ``heal_sessions: exit 1: failing: 3 info finding(s) with --fail-on info; 0 critical,
+    0 warning, 3 info, 0 failed action(s), 0 store(s) not readable``."""
+    summary = report["summary"]
+    unreadable = sum(p["status"] not in ("ok", "missing") for p in report["profiles"])
+    incomplete = sum(p["status"] == "ok" and bool(p["error"]) for p in report["profiles"])
+    levels = SEVERITIES[: SEVERITIES.index(fail_on) + 1]
+    tripped = []
+    if unreadable:
+        tripped.append(f"{unreadable} store(s) not readable")
+    if incomplete:
+        tripped.append(f"{incomplete} store(s) whose checks could not all run")
+    if summary["failed"]:
+        tripped.append(f"{summary['failed']} failed action(s)")
+    if skipped:
+        tripped.append(f"{len(skipped)} root(s) skipped")
+    counted = [f"{summary[level]} {level}" for level in levels if summary[level]]
+    if counted:
+        tripped.append(f"{', '.join(counted)} finding(s) with --fail-on {fail_on}")
+    roots = f"; root(s) skipped: {'; '.join(skipped)}" if skipped else ""
+    return (f"{command}: exit {code}: failing: {'; '.join(tripped) or 'unknown'}; "
+            f"{summary['critical']} critical, {summary['warning']} warning, {summary['info']} info, "
+            f"{summary['failed']} failed action(s), {unreadable} store(s) not readable{roots}")
 
 
 class HealRunCommand(StoreCommand):
@@ -32,10 +84,17 @@ class HealRunCommand(StoreCommand):
 
     codes: tuple[str, ...] | None = None
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        kwargs.setdefault("formatter_class", EpilogFormatter)
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = EPILOG
+        return parser
+
     def add_arguments(self, parser):
         super().add_arguments(parser)
         if self.codes is None:
-            parser.add_argument("--only", default="", metavar="CODE[,CODE…]", help="run only these check codes")
+            parser.add_argument("--only", default=None, metavar="CODE[,CODE…]",
+                                help="run only these check codes (at least one; comma-separated)")
         parser.add_argument("--fail-on", choices=SEVERITIES, default="warning",
                             help="lowest severity that makes the exit status 1 (default: warning)")
         parser.add_argument("--apply", action="store_true", help="apply every planned repair, then re-check")
@@ -43,7 +102,12 @@ class HealRunCommand(StoreCommand):
     def selected_codes(self, options) -> list[str]:
         if self.codes is not None:
             return list(self.codes)
+        if options.get("only") is None:
+            return []
         only = [c.strip() for c in options["only"].split(",") if c.strip()]
+        if not only:
+            # An empty value (a crontab's unset variable) must not widen to every check.
+            self.fail(f"--only needs at least one check code; known: {', '.join(sorted(CHECKS))}")
         unknown = [c for c in only if c not in CHECKS]
         if unknown:
             self.fail(f"unknown check code(s): {', '.join(unknown)}; known: {', '.join(sorted(CHECKS))}")
@@ -57,7 +121,7 @@ class HealRunCommand(StoreCommand):
         except CommandError as exc:
             if options["json"]:
                 # A cron job parsing stdout gets a document saying why, not nothing.
-                self.stdout.write(json.dumps({"version": 1, "error": str(exc), "profiles": []}))
+                self.stdout.write(json.dumps(error_document(str(exc))))
             raise
         try:
             with run_lock("heal", label=self.actor_label()):
@@ -74,14 +138,7 @@ class HealRunCommand(StoreCommand):
         if code:
             # One line on stderr even with --json on stdout: cron mails it, so a
             # failing or unhealthy night never passes silently.
-            summary = report["summary"]
-            unreadable = sum(p["status"] not in ("ok", "missing") for p in report["profiles"])
-            roots = f"; root(s) skipped: {'; '.join(skipped)}" if skipped else ""
-            self.stderr.write(
-                f"{self.command_name()}: exit {code}: {summary['critical']} critical, {summary['warning']} warning, "
-                f"{summary['failed']} failed action(s), {unreadable} store(s) not readable{roots}"
-            )
-        if code:
+            self.stderr.write(failure_line(self.command_name(), code, report, options["fail_on"], skipped))
             sys.exit(code)
 
     def _run(self, selected, everything, only, options):
@@ -106,27 +163,36 @@ class HealRunCommand(StoreCommand):
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
             return
-        quiet = 0  # healthy profiles print nothing of their own: cron mails stay short
+        levels = SEVERITIES[: SEVERITIES.index(options["fail_on"]) + 1]
+        quiet = 0  # profiles with nothing to report print nothing of their own: cron mails stay short
         for prof in report["profiles"]:
-            if prof["status"] == "ok" and not prof["error"] and not prof["findings"] and not prof["actions"]:
+            shown = [f for f in prof["findings"] if f["severity"] in levels]
+            # Planned repairs are listed with their finding; applied, skipped and
+            # failed ones always are (the store changed, or a repair could not run).
+            planned_for = {(f["heal"], f["session_id"]) for f in shown}
+            actions = [a for a in prof["actions"]
+                       if a["status"] != "planned" or (a["action"], a["session_id"]) in planned_for]
+            if prof["status"] in ("ok", "missing") and not prof["error"] and not shown and not actions:
                 quiet += 1
                 continue
             head = f"{prof['profile']} ({prof['path']}): {prof['status']}"
             if prof["error"]:
                 head += f" — {prof['error']}"
             self.stdout.write(head)
-            for f in prof["findings"]:
+            for f in shown:
                 where = f" session {f['session_id']}" if f["session_id"] else ""
                 heal_by = f" [heal: {f['heal']}]" if f["heal"] else ""
                 self.stdout.write(f"  {f['severity']:<8} {f['check']}{where}: {f['detail']}{heal_by}")
-            for a in prof["actions"]:
+            for a in actions:
                 why = f" — {a['reason']}" if a["reason"] else ""
                 self.stdout.write(f"  {a['status']:<8} {a['action']} {a['session_id'] or ''}{why}")
             if prof["backup"]:
                 self.stdout.write(f"  backup: {prof['backup']}")
         s = report["summary"]
+        below = sum(s[level] for level in SEVERITIES if level not in levels)
+        hidden = f" ({below} below --fail-on {options['fail_on']}, not listed)" if below else ""
         self.stdout.write(
-            f"{report['mode']}: {s['profiles']} profile(s), {quiet} without findings; "
+            f"{report['mode']}: {s['profiles']} profile(s), {quiet} with nothing to report; "
             f"{s['critical']} critical, {s['warning']} warning, "
-            f"{s['info']} info; applied {s['applied']}, skipped {s['skipped']}, failed {s['failed']}"
+            f"{s['info']} info{hidden}; applied {s['applied']}, skipped {s['skipped']}, failed {s['failed']}"
         )

@@ -1,7 +1,10 @@
 """Fixtures for repair tests: an aged copy of the fixture home, and the data folder."""
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from sessions_app.stores.discovery import discover
 from sessions_app.stores.store import Store
 
 DAY = 86_400
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 def age_store(db: Path, seconds: float) -> None:
@@ -69,3 +73,18 @@ def heal(*args) -> tuple[int, dict | str]:
 
 def profile_entry(report: dict, key: str) -> dict:
     return next(p for p in report["profiles"] if p["profile"] == key)
+
+
+def manage_env(data: Path) -> dict:
+    """Environment of a ``manage.py`` child with its own data folder ``data`` (and its
+    own SQLite database there); roots come from its ``--root`` arguments."""
+    env = dict(os.environ, HERMES_ADMIN_DATA=str(data), HERMES_ADMIN_SECRET_KEY="test")
+    env.pop("HERMES_ROOTS", None)
+    env.pop("DATABASE_URL", None)
+    return env
+
+
+def run_manage(args, data: Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    """Run ``manage.py *args`` as a separate process, the way cron runs it."""
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=manage_env(data),
+                          capture_output=True, text=True, timeout=timeout, **kw)

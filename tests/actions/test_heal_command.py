@@ -20,7 +20,7 @@ from sessions_app.locks import run_lock
 from tests.checks.helpers import damage, hermes_background, release_python  # noqa: F401
 from tests.conftest import IDS
 
-from .conftest import DAY, heal, profile_entry, store
+from .conftest import DAY, heal, profile_entry, run_manage, store
 
 pytestmark = pytest.mark.django_db
 PROJECT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_a_clean_run_prints_only_the_result(aged_home):
     code, text = heal("--all-profiles", "--only", "orphan_messages")
     assert code == 0
     assert text.strip().splitlines() == [
-        "check: 6 profile(s), 6 without findings; 0 critical, 0 warning, 0 info; applied 0, skipped 0, failed 0"
+        "check: 6 profile(s), 6 with nothing to report; 0 critical, 0 warning, 0 info; applied 0, skipped 0, failed 0"
     ]
 
 
@@ -97,18 +97,10 @@ def test_a_second_run_waits_for_no_one_and_says_who_holds_the_lock(aged_home):
     assert code == 2 and "another heal run is in progress" in text and "run #7 by alice" in text
 
 
-def _run_manage(args, data, timeout=300, **kw):
-    env = dict(os.environ, HERMES_ADMIN_DATA=str(data), HERMES_ADMIN_SECRET_KEY="test")
-    env.pop("HERMES_ROOTS", None)
-    env.pop("DATABASE_URL", None)  # the child keeps its own SQLite database in ``data``
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=PROJECT, env=env, capture_output=True,
-                          text=True, timeout=timeout, **kw)
-
-
 def test_unwritable_data_folder_exits_2(aged_home, tmp_path):
     data = tmp_path / "ro-data"
     data.mkdir()
-    assert _run_manage(["migrate", "-v0"], data).returncode == 0
+    assert run_manage(["migrate", "-v0"], data).returncode == 0
     data.chmod(0o555)
     try:
         command = [sys.executable, "manage.py", "heal_sessions", "--root", str(aged_home), "--all-profiles", "--apply"]
@@ -121,7 +113,7 @@ def test_unwritable_data_folder_exits_2(aged_home, tmp_path):
         assert "not writable" in out.stderr
     finally:
         data.chmod(0o755)
-    assert sorted(p.name for p in data.iterdir()) == ["hermes_admin.sqlite3", "static"]
+    assert sorted(p.name for p in data.iterdir()) == ["hermes_admin.sqlite3", "logs", "static"]
 
 
 def test_concurrent_hermes_writer_loses_nothing(aged_home, tmp_path):
@@ -147,8 +139,8 @@ print(json.dumps({{"written": written, "errors": errors}}), flush=True)
 """)
     data = tmp_path / "run-data"
     data.mkdir()
-    assert _run_manage(["migrate", "-v0"], data).returncode == 0
-    healed = _run_manage(["heal_sessions", "--root", str(aged_home), "--profile", "default", "--apply", "--json"], data)
+    assert run_manage(["migrate", "-v0"], data).returncode == 0
+    healed = run_manage(["heal_sessions", "--root", str(aged_home), "--profile", "default", "--apply", "--json"], data)
     out, err = writer.communicate(timeout=60)
     result = json.loads(out.strip().splitlines()[-1])
     assert result["errors"] == [] and len(result["written"]) > 10
@@ -173,7 +165,7 @@ def test_sigkill_mid_run_leaves_stores_consistent_and_the_next_run_completes(age
                            [(sid, "user", f"q{n}", 1.7e9 + n), (sid, "assistant", f"a{n}", 1.7e9 + n + 1)])
     data = tmp_path / "run-data"
     data.mkdir()
-    assert _run_manage(["migrate", "-v0"], data).returncode == 0
+    assert run_manage(["migrate", "-v0"], data).returncode == 0
     env = dict(os.environ, HERMES_ADMIN_DATA=str(data), HERMES_ADMIN_SECRET_KEY="test")
     env.pop("DATABASE_URL", None)
     proc = subprocess.Popen([sys.executable, "manage.py", "heal_sessions", "--root", str(aged_home), "--profile", "edge",
@@ -195,7 +187,7 @@ def test_sigkill_mid_run_leaves_stores_consistent_and_the_next_run_completes(age
             row = conn.execute("SELECT source FROM sessions WHERE id = ?", (sid,)).fetchone()
             assert row is None or row[0] == "unknown"
             assert conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)).fetchone() == (2,)
-    again = _run_manage(["heal_sessions", "--root", str(aged_home), "--profile", "edge", "--only", "orphan_messages",
+    again = run_manage(["heal_sessions", "--root", str(aged_home), "--profile", "edge", "--only", "orphan_messages",
                          "--apply", "--json"], data)
     assert again.returncode == 0, again.stderr
     with s.read() as conn:

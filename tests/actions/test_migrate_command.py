@@ -66,7 +66,7 @@ def test_dry_run_plans_then_apply_imports_then_nothing_remains(legacy_home, data
     assert run.only == ["transcript_on_disk_only"] and run.trigger == "command"
 
     code, text = migrate("--all-profiles")
-    assert code == 0 and text.strip().splitlines()[-1].startswith("check: 6 profile(s), 6 without findings; 0 critical")
+    assert code == 0 and text.strip().splitlines()[-1].startswith("check: 6 profile(s), 6 with nothing to report; 0 critical")
 
 
 def test_fail_on_and_the_human_output(legacy_home):
