@@ -92,6 +92,7 @@ DEMO_SECRET = "sk-proj-DEMOonlyNotARealKey0000aaaaBBBBccccDDDD1234"
 # What each profile should show: (profile, check code, session kind or None for the store).
 PLANNED = (
     ("default", "placeholder_session", "deleted_live"),
+    ("default", "history_lost", "deleted_live"),
     ("default", "unanswered_turn", "unanswered"),
     ("default", "owner_mismatch", "misfiled"),
     ("default", "compression_without_continuation", "interrupted"),

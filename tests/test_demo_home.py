@@ -33,6 +33,7 @@ DAY = 86400
 # newcomer finds, each made the way it happens in the field (scripts/demo_home.py).
 EXPECTED = {
     ("default", "placeholder_session", "deleted_live"),  # deleted under a live agent, came back 'unknown'
+    ("default", "history_lost", "deleted_live"),  # ... and its snapshot holds the turns the store lost
     ("default", "unanswered_turn", "unanswered"),
     ("default", "owner_mismatch", "misfiled"),
     ("default", "compression_without_continuation", "interrupted"),
