@@ -19,7 +19,8 @@ Stories (spec keys), each done the way it happens in the field:
   retried after a timeout): a duplicate live row.
 - ``request_dump`` + ``delete_keep_files``: the agent left a request dump on an API
   error; the session was later deleted through ``SessionDB.delete_session`` without
-  ``sessions_dir``, so the dump stays behind.
+  ``sessions_dir``, so the dump stays behind (a copy holding a message the store
+  lacks: ``history_lost``), beside an empty ``<id>.json`` (a true leftover).
 - ``deleted_under_agent``: a CLI agent with JSON snapshots on
   (``sessions.write_json_snapshots``) writes its snapshot after every turn; after
   turn ``delete_after_turn`` the session is deleted from another terminal
@@ -255,6 +256,10 @@ class DemoDriver(fd.Driver):
             if spec.get("delete_keep_files"):
                 self.clock.advance(3600.0)
                 self.call("delete_session", spec["id"])  # no sessions_dir: its files stay
+                # An older per-session dump beside it, holding no message: a true leftover
+                # (the request dump, which holds messages, is a copy to keep: history_lost).
+                write_json(self.sessions_dir / f"{spec['id']}.json", {"session_id": spec["id"], "messages": []},
+                           self.clock())
         if self.capabilities["routing"]:
             self.clock.set(max(self.last.values()))
             entries = self.routing_entries([s for s in specs if s["kind"] in ids])

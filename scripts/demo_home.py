@@ -44,7 +44,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 MARKER = ".hermes-admin-demo"
 # Bump when the demo's content changes: an older demo home is then rebuilt.
-DEMO_VERSION = 2
+DEMO_VERSION = 3
 LIVE_RELEASE = "0.19.0"
 
 
@@ -100,6 +100,7 @@ PLANNED = (
     ("ops", "dangling_parent", "delegate_child"),
     ("ops", "counter_drift", "long"),
     ("ops", "leftover_files", "dumped"),
+    ("ops", "history_lost", "dumped"),
     ("research", "duplicate_live_rows", "retried"),
     ("research", "stale_open", "stale"),
     ("legacy", "transcript_on_disk_only", "legacy_jsonl"),

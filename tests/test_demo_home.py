@@ -40,7 +40,8 @@ EXPECTED = {
     ("ops", "orphan_messages", "cli_main"),  # session row deleted with foreign keys off
     ("ops", "dangling_parent", "delegate_child"),  # ... its delegate child lost its parent
     ("ops", "counter_drift", "long"),  # two rows deleted by hand
-    ("ops", "leftover_files", "dumped"),  # a request dump outlived its session
+    ("ops", "leftover_files", "dumped"),  # an empty per-session dump outlived its session
+    ("ops", "history_lost", "dumped"),  # ... and its request dump holds a message the store lacks
     ("research", "duplicate_live_rows", "retried"),
     ("research", "stale_open", "stale"),
     ("legacy", "transcript_on_disk_only", "legacy_jsonl"),
