@@ -122,6 +122,12 @@ def test_locked_stores_cost_their_own_pages_only(admin_client, hermes_home, pati
         assert {k: v for k, v in overview_rows(admin_client).items() if k in FREE} == \
             {k: rows_before[k] for k in FREE}
         assert listed(admin_client)[0] == pairs
+        # A bulk deletion picked from the list: the locked store's row is skipped as busy.
+        response = admin_client.post("/sessions/delete/", {"s": [f"ops {ids('ops')['cli_main']}", f"research {research}"]})
+        confirm = text(response.content.decode())
+        assert response.status_code == 200
+        assert confirm.count("skipped: store is locked by another process; retry later") == 1
+        assert research in confirm
         assert busy.waits(full=True) == 0
         for key in LOCKED:
             assert busy.waits(db_of(hermes_home, key), full=False) == 1  # one glance each, then remembered
@@ -134,6 +140,23 @@ def test_locked_stores_cost_their_own_pages_only(admin_client, hermes_home, pati
         assert busy.waits(db_of(hermes_home, "archive"), full=True) == 0
 
         assert store_files(hermes_home) == files  # nothing written, no sidecar created or removed
+
+
+def test_a_session_in_two_stores_is_compared_without_waiting_for_locked_ones(admin_client, hermes_home, patient):
+    from tests.checks.helpers import damage
+
+    sid = ids("default")["cli_main"]
+    with damage(registry.get("research")) as db:
+        db.execute("INSERT INTO sessions (id, source, started_at, title) VALUES (?, 'cli', 1.7e9, 'A copy')", (sid,))
+    registry.reset()
+    with holding(*((db_of(hermes_home, p), kind) for p, kind in LOCKED.items())):
+        detail = text(admin_client.get(f"/p/default/s/{sid}/").content.decode())
+        assert "The same id is also in research" in detail
+        page = admin_client.get(f"/p/default/s/{sid}/collision/").content.decode()
+        assert page.count('<section class="copy') == 2 and "A copy" in page
+        for key in LOCKED:
+            assert re.search(rf'<li><a href="/p/{key}/">{key}</a>: busy: store is locked by another process', page)
+    assert busy.waits(full=True) == 0
 
 
 def test_a_glance_remembers_a_locked_store_until_a_read_goes_through(hermes_home, patient):
@@ -150,6 +173,24 @@ def test_a_glance_remembers_a_locked_store_until_a_read_goes_through(hermes_home
     assert busy.waits(db, full=False) == 1
     assert store.readiness() is None  # a read that goes through ends it
     assert store.glance().readiness() is None and busy.recently_locked(db) is None
+
+
+def test_orm_reads_of_a_locked_store_are_counted_with_their_timeout(hermes_home, patient):
+    from django.db import OperationalError
+
+    from sessions_app.models import AgentSession
+
+    patient.HERMES_READ_TIMEOUT = 0.5  # before the aliases are registered: they keep it
+    db = db_of(hermes_home, "ops")
+    store = registry.get("ops")
+    with store.read() as conn:
+        caps = store.capabilities(conn)
+    with holding((db, "wal_exclusive")):
+        for look, full in ((store.glance(), False), (store, True)):
+            with pytest.raises(OperationalError, match="locked"):
+                AgentSession.objects.for_store(look, caps).count()
+            assert busy.waits(db, full=full) == 1
+    assert AgentSession.objects.for_store(store, caps).count() == len(ids("ops"))
 
 
 def test_the_memory_is_of_one_file_for_a_few_seconds(hermes_home, patient, tmp_path):
