@@ -17,6 +17,10 @@ Environment (all optional):
 - ``HERMES_ADMIN_ALLOWED_HOSTS``: comma-separated host names (default
   ``localhost,127.0.0.1,[::1]``).
 - ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
+- ``HERMES_ADMIN_BUSY_GLANCE`` / ``HERMES_ADMIN_BUSY_MEMORY``: busy timeout of a look
+  at a store from another page (overview, lists, other profiles' pages), seconds
+  (default 0.25), and how long a store found locked is shown busy there without
+  trying again, seconds (default 5).
 - ``HERMES_ADMIN_IDLE_SECONDS`` / ``_STALE_SECONDS`` / ``_WAL_OVERSIZED_BYTES``:
   health thresholds (1 hour, 30 days, 64 MiB).
 """
@@ -176,6 +180,11 @@ WHITENOISE_USE_FINDERS = True
 HERMES_ROOTS = [p for p in os.environ.get("HERMES_ROOTS", "").split(os.pathsep) if p.strip()]
 # Busy timeout (seconds) for read-only store connections; reference 2.8 uses 5 s.
 HERMES_READ_TIMEOUT = env_float("HERMES_ADMIN_READ_TIMEOUT", 5.0)
+# A store looked at from another page (overview, lists, other profiles' pages) gets
+# this busy timeout instead, and one found locked is shown busy there for
+# HERMES_BUSY_MEMORY seconds without a new try (docs/store.md, Locks).
+HERMES_BUSY_GLANCE = env_float("HERMES_ADMIN_BUSY_GLANCE", 0.25)
+HERMES_BUSY_MEMORY = env_float("HERMES_ADMIN_BUSY_MEMORY", 5.0)
 # Wall-clock budget (seconds) for one overview probe query before it is reported partial.
 HERMES_QUERY_BUDGET = env_float("HERMES_ADMIN_QUERY_BUDGET", 3.0)
 

@@ -48,3 +48,21 @@ def test_generator_and_runner_on_a_tiny_home(tmp_path):
     for key, item in results["app_page"].items():
         assert item["status"] == [200], (key, item)
     assert results["app_function"]["default:check_pass"]["result"] > 0  # the sprinkled damage is found
+
+
+def test_locked_stores_bench_runs(tmp_path):
+    """bench/busy.py (issue 13): the table it prints has every page, the locked store's
+    own page answering 503 and every other page 200, and the check run exiting 2."""
+    out = tmp_path / "busy.json"
+    run = subprocess.run([sys.executable, "bench/busy.py", "--read-timeout", "0.5", "--repeat", "2",
+                          "--json", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 6 and "| overview `/` |" in run.stdout
+    for label, item in results.items():
+        if label.startswith("the locked store's own"):
+            assert item["status"] == [503, 503]
+        elif label.startswith("`heal_sessions"):
+            assert item["status"] == [2] and item["busy"] == ["archive", "ops"]
+        else:
+            assert item["status"] == [200, 200], label

@@ -145,6 +145,8 @@ class Check:
     ``requires`` lists capabilities: ``"table"`` or ``("table", "column")``; a
     store lacking one skips the check (capability off, ground rule 8).
     ``runner_emitted`` marks codes the runner itself reports (access problems).
+    ``reads_other_stores`` marks checks that read ``ctx.other_stores``: the runner
+    then leaves out the ones that are locked (see ``runner.reachable_others``).
     """
 
     code: str = ""
@@ -155,6 +157,7 @@ class Check:
     scope: str = "session"
     requires: tuple = ()
     runner_emitted: bool = False
+    reads_other_stores: bool = False
 
     def applies(self, ctx: CheckContext) -> bool:
         """Store-level checks run in full passes only; capabilities must be present."""

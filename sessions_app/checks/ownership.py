@@ -159,6 +159,7 @@ def owner_decision(store, profile_name: str | None, session_key: str | None) -> 
 class IdCollision(Check):
     code = "id_collision"
     severity = "warning"
+    reads_other_stores = True
     title = "Same session id in two profiles"
     explanation = (
         "A session with this id also exists in another profile's store: a move that stopped "

@@ -5,6 +5,11 @@ why" — as a status with an error text and a finding (``store_busy``,
 ``store_corrupt``, ``schema_malformed``, ``store_unreadable``), never as a
 traceback or an empty list. Everything is read through one read-only
 connection (ground rule 1); each statement is its own short read transaction.
+
+The store under check waits the full read timeout for a lock; the other profiles'
+stores that cross-store checks read are only glanced at first, and a locked one is
+left out with a note: in a pass over every profile a locked store is waited for
+once, by its own pass, which reports it ``store_busy`` (docs/store.md, Busy stores).
 """
 
 from __future__ import annotations
@@ -108,6 +113,27 @@ def _capabilities(store, conn, report: StoreReport) -> Capabilities:
     return Capabilities(tables=tables, schema_version=version)
 
 
+def reachable_others(others: list, report: StoreReport, codes: list[str]) -> list:
+    """The stores of ``others`` that cross-store checks may read now.
+
+    Each is looked at with a glance (``Store.glance``: a short busy timeout, or at
+    once busy when found locked moments ago); a busy one is left out with a note
+    in ``report`` naming the checks (``codes``) that did not compare with it, so a
+    locked store costs a glance here instead of the full read timeout once per
+    other store. Other problems (damage, missing) are left to the
+    checks, which say what they could not compare.
+    """
+    kept = []
+    for other in others:
+        status = other.glance().readiness()
+        if status is not None and status.status == "busy":
+            report.notes.append(f"profile {other.key} is busy (locked by another process): "
+                                f"{', '.join(codes)} did not compare with it")
+            continue
+        kept.append(other)
+    return kept
+
+
 def run_store_checks(store, *, only: Iterable[str] | None = None, other_stores: Iterable = (),
                      session_id: str | None = None, now: float | None = None) -> StoreReport:
     """Run the catalog (or the codes in ``only``) over ``store``.
@@ -145,6 +171,8 @@ def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now
         report.findings.append(_access_finding("store_unreadable", report.error))
         return
     thresholds = Thresholds.from_settings()
+    if other_stores and any(c.reads_other_stores for c in checks):
+        other_stores = reachable_others(other_stores, report, [c.code for c in checks if c.reads_other_stores])
     try:
         if session_id is None:
             liveness = live_sessions(store, conn, caps, now, thresholds.idle_seconds)

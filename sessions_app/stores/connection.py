@@ -8,6 +8,10 @@ Ground rules 1, 5 and 7 (design.md) live here:
   a column declared ``timestamp`` into ``None`` (django-practice.md pitfall 5.1);
 - nothing here opens ``state.db``, ``-wal`` or ``-shm`` as a plain file.
 
+Every lock error a store connection meets (plain or Django) is reported to
+:mod:`.busy` with the busy timeout it waited, and a plain read that ends without
+one clears the store's "found locked" memory (docs/store.md, Busy stores).
+
 Note (observed with SQLite 3.40 on this machine): a ``mode=ro`` connection to a WAL
 store whose ``-wal``/``-shm`` do not exist creates them (SQLite needs the shared
 memory index to read a WAL database) and leaves them in place; this is SQLite's own
@@ -24,8 +28,14 @@ from typing import Iterator
 
 from django.conf import settings
 from django.db import connections
+from django.db.backends.signals import connection_created
 
+from . import busy
 from .discovery import Profile
+
+GLANCE_SUFFIX = "_glance"
+# Django alias -> (store path, busy timeout in seconds), for counting lock errors.
+_alias_stores: dict[str, tuple[Path, float]] = {}
 
 
 def ro_uri(db_path: Path) -> str:
@@ -33,8 +43,9 @@ def ro_uri(db_path: Path) -> str:
     return Path(db_path).absolute().as_uri() + "?mode=ro"
 
 
-def alias_settings(profile: Profile) -> dict:
-    """A complete Django DATABASES entry for a store's read-only alias.
+def alias_settings(profile: Profile, timeout: float | None = None) -> dict:
+    """A complete Django DATABASES entry for a store's read-only alias
+    (``timeout``: busy timeout in seconds, default ``HERMES_READ_TIMEOUT``).
 
     Complete because Django only fills defaults when the handler is first
     configured; a partial dict added later fails with ``KeyError: 'TIME_ZONE'``
@@ -45,7 +56,7 @@ def alias_settings(profile: Profile) -> dict:
         "NAME": ro_uri(profile.db_path),
         "OPTIONS": {
             "detect_types": 0,
-            "timeout": settings.HERMES_READ_TIMEOUT,
+            "timeout": settings.HERMES_READ_TIMEOUT if timeout is None else timeout,
             "init_command": "PRAGMA query_only=1",
         },
         "ATOMIC_REQUESTS": False,
@@ -61,24 +72,105 @@ def alias_settings(profile: Profile) -> dict:
     }
 
 
-def ensure_alias(profile: Profile) -> str:
-    """Register the read-only alias of ``profile`` (idempotent); returns the alias."""
-    alias = profile.alias
+def ensure_alias(profile: Profile, glance: bool = False) -> str:
+    """Register the read-only alias of ``profile`` (idempotent); returns the alias.
+
+    ``glance``: the alias whose busy timeout is ``HERMES_BUSY_GLANCE`` (reads of
+    this store from other pages, see :mod:`.busy`), a second alias of the same file.
+    """
+    alias = profile.alias + (GLANCE_SUFFIX if glance else "")
     if alias not in connections.settings:
-        connections.settings[alias] = alias_settings(profile)
+        timeout = settings.HERMES_BUSY_GLANCE if glance else settings.HERMES_READ_TIMEOUT
+        connections.settings[alias] = alias_settings(profile, timeout)
+        _alias_stores[alias] = (profile.db_path, timeout)
     return alias
 
 
 def forget_alias(profile: Profile) -> None:
-    """Close and unregister a store's alias (used when the registry is reset)."""
-    alias = profile.alias
-    if alias in connections.settings:
+    """Close and unregister a store's aliases (used when the registry is reset)."""
+    for alias in (profile.alias, profile.alias + GLANCE_SUFFIX):
+        _alias_stores.pop(alias, None)
+        if alias in connections.settings:
+            try:
+                connections[alias].close()
+                del connections[alias]
+            except AttributeError:
+                pass
+            del connections.settings[alias]
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """Whether ``exc`` (sqlite3 or Django-wrapped) is SQLite's "locked by another
+    connection" (SQLITE_BUSY / SQLITE_LOCKED and their extended codes)."""
+    exc = sqlite_cause(exc)
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    # "database is locked", "database table is locked", "database schema is locked"
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "is locked" in str(exc)
+
+
+_execute, _executemany, _executescript = (
+    sqlite3.Connection.execute, sqlite3.Connection.executemany, sqlite3.Connection.executescript)
+
+
+class ReadConnection(sqlite3.Connection):
+    """A plain read-only connection that reports its lock errors to :mod:`.busy`.
+
+    ``db_path`` and ``busy_timeout`` (seconds) are set by :func:`open_ro`;
+    ``met_lock`` is True once a statement failed with a lock error.
+    """
+
+    db_path: Path
+    busy_timeout: float
+    met_lock = False
+
+    def _locked(self, exc: sqlite3.Error) -> None:
+        if is_lock_error(exc):
+            self.met_lock = True
+            busy.found_locked(self.db_path, self.busy_timeout, str(exc))
+
+    # Explicit signatures and unbound base methods: these run for every statement
+    # of a check pass, so the wrapper stays about a microsecond.
+    def execute(self, sql, parameters=()):
         try:
-            connections[alias].close()
-            del connections[alias]
-        except AttributeError:
-            pass
-        del connections.settings[alias]
+            return _execute(self, sql, parameters)
+        except sqlite3.OperationalError as exc:
+            self._locked(exc)
+            raise
+
+    def executemany(self, sql, parameters):
+        try:
+            return _executemany(self, sql, parameters)
+        except sqlite3.OperationalError as exc:
+            self._locked(exc)
+            raise
+
+    def executescript(self, script):
+        try:
+            return _executescript(self, script)
+        except sqlite3.OperationalError as exc:
+            self._locked(exc)
+            raise
+
+
+def _count_lock_errors(execute, sql, params, many, context):
+    """Django execute wrapper on store aliases: lock errors of ORM reads go to :mod:`.busy`."""
+    try:
+        return execute(sql, params, many, context)
+    except Exception as exc:
+        found = _alias_stores.get(context["connection"].alias)
+        if found is not None and is_lock_error(exc):
+            busy.found_locked(found[0], found[1], str(sqlite_cause(exc)))
+        raise
+
+
+def _on_connection(sender, connection, **kwargs):
+    if connection.alias in _alias_stores and _count_lock_errors not in connection.execute_wrappers:
+        connection.execute_wrappers.append(_count_lock_errors)
+
+
+connection_created.connect(_on_connection, dispatch_uid="sessions_app.stores.busy")
 
 
 @contextmanager
@@ -89,16 +181,22 @@ def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = 
     ``budget``, when given, aborts any statement still running after that many
     seconds with ``sqlite3.OperationalError('interrupted')`` (Datasette's
     ``sqlite_timelimit`` idea), so one huge store cannot hang a page.
-    Raises ``sqlite3.Error`` subclasses from SQLite unchanged.
+    Raises ``sqlite3.Error`` subclasses from SQLite unchanged. The connection is a
+    :class:`ReadConnection`: lock errors are counted, and a block that ends without
+    one clears the store's "found locked" memory.
     """
     timeout = settings.HERMES_READ_TIMEOUT if timeout is None else timeout
-    conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None)
+    conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None,
+                           factory=ReadConnection)
+    conn.db_path, conn.busy_timeout = Path(db_path), timeout
     try:
         conn.execute("PRAGMA query_only=1")
         if budget is not None:
             deadline = time.monotonic() + budget
             conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20_000)
         yield conn
+        if not conn.met_lock:
+            busy.readable(db_path)
     finally:
         conn.close()
 

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from .connection import forget_alias
 from .discovery import Discovery, configured_roots, discover
-from .store import Store
+from .store import Store, Unavailable
 
 _lock = threading.Lock()
 _current: Discovery | None = None
@@ -39,6 +39,32 @@ def stores() -> list[Store]:
     """Every known store, in discovery order (root order, then default, then by name)."""
     current()
     return list(_stores.values())
+
+
+def glances(own: Store | None = None) -> list[Store]:
+    """Every known store as a page that reads several of them may read it: each a
+    :meth:`Store.glance` (short busy timeout, a store found locked moments ago shown
+    busy without a new try), except ``own``, the page's own store (same key), which
+    waits its full read timeout. A locked store thus costs its own pages only
+    (docs/store.md, Busy stores)."""
+    return [s if own is not None and s.key == own.key else s.glance() for s in stores()]
+
+
+def other_copies(store: Store, session_id: str) -> list[str]:
+    """Keys of the other readable profiles whose store also holds ``session_id`` (an
+    ``id_collision``): one primary-key lookup per other store, each a glance, so a
+    locked store elsewhere does not hold up this store's session page."""
+    found = []
+    for other in glances(own=store):
+        if other.key == store.key or other.path == store.path:
+            continue
+        try:
+            with other.browse() as (conn, _caps):
+                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                    found.append(other.key)
+        except Unavailable:
+            continue
+    return found
 
 
 def get(key: str) -> Store | None:

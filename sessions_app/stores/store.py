@@ -4,6 +4,11 @@ The probe is what the overview shows and what every page checks before reading:
 ``ok``, ``missing`` (profile has no ``state.db`` yet), ``busy``, ``unreadable`` or
 ``corrupt``, each with a reason (ground rule 9). Errors are logged once per store
 and status change, not once per request.
+
+A :class:`Store` waits the full read timeout for a lock; its :meth:`Store.glance`
+is the same store as the overview, the lists and other profiles' pages read it:
+a short busy timeout, and no try at all while it was found locked moments ago
+(:mod:`.busy`; docs/store.md, Busy stores).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from . import busy
 from .connection import classify_error, ensure_alias, open_ro
 from .discovery import Profile
 from .schema import Capabilities, read_capabilities
@@ -87,13 +93,23 @@ class Unavailable(Exception):
 
 
 class Store:
-    """Read access to one profile's ``state.db``."""
+    """Read access to one profile's ``state.db``.
 
-    def __init__(self, profile: Profile):
+    ``glancing``: reads use the busy timeout ``HERMES_BUSY_GLANCE`` and fail at once
+    (busy) while the store was found locked less than ``HERMES_BUSY_MEMORY`` seconds
+    ago; otherwise they wait up to ``HERMES_READ_TIMEOUT``. Make one with :meth:`glance`.
+    """
+
+    def __init__(self, profile: Profile, glancing: bool = False):
         self.profile = profile
+        self.glancing = glancing
 
     def __repr__(self) -> str:
-        return f"<Store {self.profile.key} {self.profile.db_path}>"
+        return f"<Store {self.profile.key} {self.profile.db_path}{' (glance)' if self.glancing else ''}>"
+
+    def glance(self) -> "Store":
+        """This store as seen from a page that is not its own (see the class doc)."""
+        return self if self.glancing else Store(self.profile, glancing=True)
 
     @property
     def key(self) -> str:
@@ -105,12 +121,25 @@ class Store:
 
     @property
     def alias(self) -> str:
-        """The Django alias (registered on first use) for ORM reads of this store."""
-        return ensure_alias(self.profile)
+        """The Django alias (registered on first use) for ORM reads of this store
+        (a glance has its own, with the glance's busy timeout)."""
+        return ensure_alias(self.profile, glance=self.glancing)
+
+    @property
+    def busy_timeout(self) -> float:
+        """Seconds a read waits for another process's lock."""
+        return settings.HERMES_BUSY_GLANCE if self.glancing else settings.HERMES_READ_TIMEOUT
 
     def read(self, budget: float | None = None):
-        """Context manager yielding a plain read-only sqlite3 connection."""
-        return open_ro(self.path, budget=budget)
+        """Context manager yielding a plain read-only sqlite3 connection.
+
+        Raises ``sqlite3.OperationalError`` ("database is locked …") at once, without
+        opening anything, for a glance at a store found locked moments ago."""
+        if self.glancing and busy.recently_locked(self.path) is not None:
+            # SQLite's own words: the reason shown (and logged once) is the same
+            # whether this look waited or remembered.
+            raise sqlite3.OperationalError("database is locked")
+        return open_ro(self.path, timeout=self.busy_timeout, budget=budget)
 
     def capabilities(self, conn: sqlite3.Connection) -> Capabilities:
         """Capabilities, re-read only when SQLite's schema cookie or the file changes."""

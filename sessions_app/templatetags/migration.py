@@ -19,19 +19,7 @@ def jsonl_copy(store, session_id) -> str:
 @register.simple_tag
 def other_copies(store, session_id) -> list[str]:
     """Keys of the other readable profiles whose store also holds ``session_id``
-    (an ``id_collision``; one primary-key lookup per store, read-only)."""
-    import sqlite3
-
+    (an ``id_collision``; see ``stores.registry.other_copies``)."""
     from ..stores import registry
 
-    found = []
-    for other in registry.stores():
-        if other.key == store.key or other.path == store.path or other.readiness() is not None:
-            continue
-        try:
-            with other.read() as conn:
-                if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
-                    found.append(other.key)
-        except sqlite3.Error:
-            continue
-    return found
+    return registry.other_copies(store, session_id)

@@ -138,8 +138,9 @@ def bulk_confirm(request):
         if store is None:
             rows.append({"profile": profile, "session_id": sid, "problem": "no such profile"})
             continue
-        if store.readiness() is not None:
-            rows.append({"profile": profile, "session_id": sid, "problem": store.readiness().reason})
+        problem = store.glance().readiness()  # a list across profiles: a locked store is busy at once
+        if problem is not None:
+            rows.append({"profile": profile, "session_id": sid, "problem": problem.reason})
             continue
         plan = deletion.plan_for(store, sid)
         if not plan.exists:

@@ -11,9 +11,10 @@ from .common import render_store_error, require_perm, store_view
 @require_GET
 @require_perm("view_dashboard")
 def overview(request):
-    """Every profile of every root with its store status; rescans on each load."""
+    """Every profile of every root with its store status; rescans on each load.
+    A locked store shows busy at a glance, never after its full read timeout."""
     found = registry.scan()
-    stores = registry.stores()
+    stores = registry.glances()
     health = latest([s.key for s in stores])
     rows = [(store, store.probe(), health[store.key]) for store in stores]
     return render(request, "sessions/overview.html", {"discovery": found, "rows": rows})

@@ -87,8 +87,9 @@ def _query_without(request, *names) -> str:
 @require_GET
 @require_perm("view_dashboard")
 def session_list(request):
-    """Sessions of every profile, newest first (started or last activity), keyset-paginated."""
-    stores = registry.stores()
+    """Sessions of every profile, newest first (started or last activity), keyset-paginated.
+    Stores are read at a glance: a locked one is listed as busy without holding up the rest."""
+    stores = registry.glances()
     profiles, sources = [s.key for s in stores], distinct_sources(stores)
     form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=sorted(CHECKS))
     filters = form.filters()
