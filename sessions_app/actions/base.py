@@ -120,6 +120,16 @@ class Action:
         """After commit, on a fresh read-only connection: None when the repair holds."""
         return None
 
+    def verify_store(self, store: Store, conn: sqlite3.Connection, caps: Capabilities, plan: Plan) -> str | None:
+        """:meth:`verify` for a repair that needs the store itself (its files beside it)."""
+        return self.verify(conn, caps, plan)
+
+    def load(self, store: Store, conn: sqlite3.Connection, caps: Capabilities, plan: Plan):
+        """Before the write transaction (read-only): read what :meth:`write` needs from
+        outside the store (files), so the write lock is held for the statements only;
+        passed to ``write(conn, caps, plan, loaded)``. None: nothing to load."""
+        return None
+
     def after_verify(self, plan: Plan) -> str:
         """Work that may follow only a verified repair (e.g. archiving a file);
         returns a note for the outcome ('' for none)."""

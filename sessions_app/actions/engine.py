@@ -27,6 +27,7 @@ class RepairWrite(Write):
         self.repair, self.plan = action, plan
         self.action = plan.action
         self.writes_store = plan.writes_store
+        self.loaded = None
 
     refused_status = "skipped"  # a repair run counts a refusal as skipped (audited as refused)
 
@@ -43,13 +44,18 @@ class RepairWrite(Write):
                         closed_counts=self.repair.closed_activity_counts)
         if jsonable(self.repair.state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard:
             raise Changed("re-read inside the write transaction" if ctx.inside else "re-read before writing")
+        if not ctx.inside:
+            self.loaded = self.repair.load(ctx.store, ctx.conn, ctx.caps, self.plan)
 
     def execute(self, ctx: WriteContext) -> None:
-        ctx.outcome.rows_changed = self.repair.write(ctx.conn, ctx.caps, self.plan)
+        if self.loaded is None:
+            ctx.outcome.rows_changed = self.repair.write(ctx.conn, ctx.caps, self.plan)
+        else:
+            ctx.outcome.rows_changed = self.repair.write(ctx.conn, ctx.caps, self.plan, self.loaded)
 
     def verify(self, store, outcome):
         with store.read() as conn:
-            return self.repair.verify(conn, store.capabilities(conn), self.plan)
+            return self.repair.verify_store(store, conn, store.capabilities(conn), self.plan)
 
     def verified(self, outcome, problem):
         # A repair that does not hold is a failure for cron to see (exit 2).

@@ -24,7 +24,7 @@ from .registry import plan_for
 
 log = logging.getLogger("sessions_app.actions")
 APPLY_ORDER = {
-    "import_jsonl_transcript": 0, "recreate_session_row": 1, "hide_duplicates": 2, "move_to_owner_store": 90,
+    "import_jsonl_transcript": 0, "recover_messages": 0, "recreate_session_row": 1, "hide_duplicates": 2, "move_to_owner_store": 90,
     "recount_session": 99,
 }
 
@@ -85,6 +85,7 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
         return entry
     outcomes: list[Outcome] = []
     plans = []
+    planned: set[tuple] = set()
     with store.read() as conn:
         caps = store.capabilities(conn)
         for finding in report.findings:
@@ -99,7 +100,10 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
                               summary="planning failed")
                 outcomes.append(Outcome(failed, "failed", f"planning failed: {exc.__class__.__name__}: {exc}"))
                 continue
-            if plan is not None:
+            # Two findings healed by the same repair of one session (history_lost and
+            # unanswered_turn both by recover_messages): one plan, applied once.
+            if plan is not None and (plan.action, plan.session_id) not in planned:
+                planned.add((plan.action, plan.session_id))
                 plans.append(plan)
     # Repairs that add or hide rows first, recounts last: a recount planned before
     # a duplicate was hidden is then skipped as changed, never applied stale.

@@ -15,6 +15,7 @@ from .base import Action, ActionContext, Change, Plan
 from .files import RemoveLeftoverFiles
 from .guarded import jsonable
 from .move import MoveToOwnerStore
+from .recovery import RecoverMessages
 from .rows import ClearStaleLease, HideDuplicates
 from .session_rows import (
     CloseStaleSession, DetachFromMissingParent, InheritRoutingIdentity, RecountSession, RecreateSessionRow,
@@ -36,7 +37,7 @@ def register(action: Action) -> Action:
 for _action in (
     RecreateSessionRow(), DetachFromMissingParent(), ReopenCompressionParent(), RecountSession(),
     HideDuplicates(), CloseStaleSession(), StampOwner(), ClearStaleLease(), InheritRoutingIdentity(),
-    RemoveLeftoverFiles(), ImportJsonlTranscript(), MoveToOwnerStore(),
+    RemoveLeftoverFiles(), ImportJsonlTranscript(), MoveToOwnerStore(), RecoverMessages(),
 ):
     register(_action)
 

@@ -42,23 +42,19 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..checks.base import active_predicate
 from ..stores import jsonl
 from ..stores.liveness import idle_seconds_setting
 from ..stores.transcript import JSON_PREFIX
 from .base import Action, Change, one
 from .files import move_without_loss
-from .rowcopy import exact_select, quote
 from .session_rows import message_facts
+from .transcript_order import recount, write_in_order
 
 # JSONL fields written to the column of the same name, by kind of value.
 TEXT_FIELDS = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "reasoning_content",
                "platform_message_id", "api_content", "display_kind", "effect_disposition")
 JSON_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items", "display_metadata")
 INT_FIELDS = ("token_count", "observed", "_compressed_summary", "active", "compacted")
-# Never copied into a superseding row (reference 6.1: ids and display order are the
-# store's own; the insert trigger recomputes display order, reference 2.4).
-NOT_COPIED = ("id", "display_order", "display_identity")
 
 
 def jsonl_path(store, session_id: str) -> Path | None:
@@ -311,37 +307,15 @@ class ImportJsonlTranscript(Action):
                          tuple(values.values()))
             changed += 1
         columns = caps.columns("messages")
-        copied = [c for c in columns if c not in NOT_COPIED]
-        hide = "active = 0" + (", compacted = 0" if caps.has("messages", "compacted") else "")
-        for op, index in ops:
-            if op == "insert":
-                values, _ = row_values(a.file.messages[index].data, columns)
-                values.update(session_id=sid, timestamp=a.times[index])
-                conn.execute(f"INSERT INTO messages ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
-                             tuple(values.values()))
-            else:
-                old = a.alignment.rows[index].id
-                cols = ", ".join(quote(c) for c in copied)
-                new = conn.execute(f"INSERT INTO messages ({cols}) SELECT {cols} FROM messages WHERE id = ?",
-                                   (old,)).lastrowid
-                if p["moves"]:
-                    _same_row(conn, copied, old, new)
-                    conn.execute("DELETE FROM messages WHERE id = ?", (old,))
-                else:
-                    conn.execute(f"UPDATE messages SET {hide} WHERE id = ?", (old,))
-            changed += 1
-        self._recount(conn, caps, sid, p["tool_calls"])
-        return changed
 
-    @staticmethod
-    def _recount(conn, caps, sid: str, new_calls: int) -> None:
-        if caps.has("sessions", "message_count"):
-            # The counter_drift check's own predicate, so the import leaves nothing to recount.
-            conn.execute(f"UPDATE sessions SET message_count = (SELECT COUNT(*) FROM messages WHERE session_id = ? "
-                         f"AND {active_predicate(caps)}) WHERE id = ?", (sid, sid))
-        if new_calls and caps.has("sessions", "tool_call_count"):
-            conn.execute("UPDATE sessions SET tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?",
-                         (new_calls, sid))
+        def values_of(index):
+            values, _ = row_values(a.file.messages[index].data, columns)
+            return dict(values, timestamp=a.times[index])
+
+        ops = [(op, i if op == "insert" else a.alignment.rows[i].id) for op, i in ops]
+        changed += write_in_order(conn, caps, sid, ops, values_of, p["moves"])
+        recount(conn, caps, sid, p["tool_calls"])
+        return changed
 
     def verify(self, conn, caps, plan):
         p = plan.params
@@ -395,11 +369,3 @@ class ImportJsonlTranscript(Action):
         except OSError as exc:
             return f"{source.name} changed while it was being archived ({exc}): check {final} by hand"
         return f"{source.name} not archived: it changed while it was being archived; put back in place"
-
-
-def _same_row(conn, columns: list[str], old: int, new: int) -> None:
-    """Raise (rolling the transaction back) unless row ``new`` equals row ``old``
-    exactly in every copied column."""
-    select = f"SELECT {exact_select(columns)} FROM messages WHERE id = ?"
-    if conn.execute(select, (old,)).fetchone() != conn.execute(select, (new,)).fetchone():
-        raise sqlite3.IntegrityError(f"the copy of message {old} differs from the original; nothing written")

@@ -38,7 +38,7 @@ from ..stores.transcript import decode_content, structured_text
 from .common import require_perm, store_view
 from .health import _start
 
-MIGRATION_CHECKS = ("transcript_on_disk_only", "owner_mismatch")
+MIGRATION_CHECKS = ("transcript_on_disk_only", "history_lost", "owner_mismatch")
 PLANS_SALT = "migration-plans"
 PLANS_MAX_AGE = 3600  # seconds a previewed set of plans stays valid
 EXCERPT = 300  # characters of a message shown in the JSONL comparison

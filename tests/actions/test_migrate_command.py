@@ -63,7 +63,7 @@ def test_dry_run_plans_then_apply_imports_then_nothing_remains(legacy_home, data
     with s.read() as conn:  # counter_drift was not this command's business
         assert conn.execute("SELECT message_count FROM sessions WHERE id = ?", (ids("default")["cli_main"],)).fetchone() == (99,)
     run = HealRun.objects.filter(mode="apply").get()
-    assert run.only == ["transcript_on_disk_only"] and run.trigger == "command"
+    assert run.only == ["transcript_on_disk_only", "history_lost"] and run.trigger == "command"
 
     code, text = migrate("--all-profiles")
     assert code == 0 and text.strip().splitlines()[-1].startswith("check: 6 profile(s), 6 with nothing to report; 0 critical")

@@ -1,10 +1,12 @@
-"""``manage.py migrate_transcripts``: import legacy JSONL transcripts into the stores.
+"""``manage.py migrate_transcripts``: bring what only copies on disk hold into the stores.
 
     python manage.py migrate_transcripts --all-profiles                # what would be imported
     python manage.py migrate_transcripts --all-profiles --apply --json # import, report JSON
 
-The ``transcript_on_disk_only`` check and its ``import_jsonl_transcript`` action
-(``actions/transcripts.py``), nothing else: the same engine, selection, ``--apply``,
+The ``transcript_on_disk_only`` check with its ``import_jsonl_transcript`` repair
+(legacy JSONL transcripts, ``actions/transcripts.py``) and the ``history_lost``
+check with ``recover_messages`` (snapshots, request dumps, backups, the trash:
+``actions/recovery.py``), nothing else: the same engine, selection, ``--apply``,
 ``--json``, run lock, report and exit statuses as ``heal_sessions``
 (``management/runs.py``). Without ``--apply`` nothing is written anywhere but the
 dashboard's own database.
@@ -16,5 +18,6 @@ from ..runs import HealRunCommand
 
 
 class Command(HealRunCommand):
-    help = "Import messages that exist only in sessions/<id>.jsonl files into the session stores."
-    codes = ("transcript_on_disk_only",)
+    help = ("Import messages that exist only in sessions/<id>.jsonl files, and recover messages other copies "
+            "on disk hold, into the session stores.")
+    codes = ("transcript_on_disk_only", "history_lost")
