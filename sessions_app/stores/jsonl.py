@@ -52,6 +52,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .discovery import root_of_home, within
 from .transcript import JSON_PREFIX
 
 MESSAGE_ROLES = ("user", "assistant", "tool", "developer")
@@ -150,13 +151,19 @@ def store_inodes(store_path) -> set[tuple[int, int]]:
 
 
 def open_transcript(path: Path, store_path):
-    """``path`` opened for binary reading, if it is a regular file that is not one of
-    the store's files (``store_path``: its ``state.db``); raises OSError (``UnsafeFile``
-    for a refused file). Checked with ``lstat`` before any descriptor exists, opened
-    with ``O_NOFOLLOW``, and re-checked with ``fstat`` against a swap in between."""
+    """``path`` opened for binary reading, if it is a regular file inside the store's
+    root that is not one of the store's files (``store_path``: its ``state.db``);
+    raises OSError (``UnsafeFile`` for a refused file). Checked with ``lstat`` and
+    ``realpath`` before any descriptor exists (a ``sessions/`` folder that is a
+    symlink out of the root is refused: docs/store.md, Files beside the store),
+    opened with ``O_NOFOLLOW``, and re-checked with ``fstat`` against a swap in
+    between."""
     st = os.lstat(path)
     if not stat.S_ISREG(st.st_mode):
         raise UnsafeFile(errno.EPERM, "not a regular file (a symlink, folder or device is never followed)")
+    root = root_of_home(Path(store_path).parent)
+    if not within(path, root):
+        raise UnsafeFile(errno.EPERM, f"it resolves to {os.path.realpath(path)}, outside the root {root}; never opened")
     if (st.st_dev, st.st_ino) in store_inodes(store_path):
         raise UnsafeFile(errno.EPERM, "it is the store's own database file under another name; never opened")
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
