@@ -81,18 +81,31 @@ def forget_alias(profile: Profile) -> None:
         del connections.settings[alias]
 
 
+def replacing_text(data: bytes) -> str:
+    """``text_factory`` reading TEXT that is not valid UTF-8 (salvaged pages, other
+    writers) with U+FFFD replacement characters instead of raising."""
+    return data.decode("utf-8", "replace")
+
+
 @contextmanager
-def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = None) -> Iterator[sqlite3.Connection]:
+def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = None,
+            lenient: bool = False) -> Iterator[sqlite3.Connection]:
     """A plain read-only sqlite3 connection, closed on exit.
 
     ``timeout`` is the busy timeout in seconds (default: settings.HERMES_READ_TIMEOUT).
     ``budget``, when given, aborts any statement still running after that many
     seconds with ``sqlite3.OperationalError('interrupted')`` (Datasette's
     ``sqlite_timelimit`` idea), so one huge store cannot hang a page.
+    ``lenient`` reads invalid UTF-8 with replacement characters
+    (:func:`replacing_text`): for pages and exports, which show text; never for
+    code that copies values into a store (types come through untouched, rule 7),
+    where Python's default raises ``OperationalError`` instead.
     Raises ``sqlite3.Error`` subclasses from SQLite unchanged.
     """
     timeout = settings.HERMES_READ_TIMEOUT if timeout is None else timeout
     conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None)
+    if lenient:
+        conn.text_factory = replacing_text
     try:
         conn.execute("PRAGMA query_only=1")
         if budget is not None:

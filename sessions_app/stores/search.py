@@ -30,6 +30,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from .connection import classify_error
+from .transcript import visible_text
 
 OPEN, CLOSE = "\x02", "\x03"  # snippet markers: control bytes no tokenizer keeps
 SNIPPET_TOKENS = 24
@@ -97,7 +98,8 @@ def fts_expression(text: str) -> str:
 
 
 def split_snippet(snippet: str | None) -> list[tuple[str, bool]]:
-    """``"a \\x02b\\x03 c"`` -> ``[("a ", False), ("b", True), (" c", False)]``."""
+    """``"a \\x02b\\x03 c"`` -> ``[("a ", False), ("b", True), (" c", False)]``;
+    other control characters as U+FFFD (``transcript.visible_text``)."""
     text = (snippet or "").replace("\x00", "")
     if text.startswith("json:"):
         text = text[5:]
@@ -109,7 +111,7 @@ def split_snippet(snippet: str | None) -> list[tuple[str, bool]]:
         elif piece == CLOSE:
             marked = False
         elif piece:
-            parts.append((piece, marked))
+            parts.append((visible_text(piece), marked))
     return parts
 
 

@@ -139,14 +139,15 @@ class Store:
         None (``lstat``/``readlink`` only; docs/store.md, Files beside the store)."""
         return store_outside_reason(self.path, self.profile.root)
 
-    def read(self, budget: float | None = None):
-        """Context manager yielding a plain read-only sqlite3 connection.
-        Raises :class:`OutsideRoot` (before connecting) when the store's files
-        lead out of its root."""
+    def read(self, budget: float | None = None, lenient: bool = False):
+        """Context manager yielding a plain read-only sqlite3 connection
+        (``lenient``: invalid UTF-8 reads as U+FFFD, for pages and exports; see
+        ``connection.open_ro``). Raises :class:`OutsideRoot` (before connecting)
+        when the store's files lead out of its root."""
         why = self.outside_reason()
         if why:
             raise OutsideRoot(f"unable to open the store: {why}; never opened")
-        return open_ro(self.path, budget=budget)
+        return open_ro(self.path, budget=budget, lenient=lenient)
 
     def capabilities(self, conn: sqlite3.Connection) -> Capabilities:
         """Capabilities, re-read only when SQLite's schema cookie or the file changes."""
