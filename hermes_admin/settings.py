@@ -19,6 +19,10 @@ Environment (all optional):
 - ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
 - ``HERMES_ADMIN_IDLE_SECONDS`` / ``_STALE_SECONDS`` / ``_WAL_OVERSIZED_BYTES``:
   health thresholds (1 hour, 30 days, 64 MiB).
+- ``HERMES_ADMIN_JSONL_MAX_LINE_BYTES`` / ``_JSONL_MAX_FILE_BYTES``: size limits of a
+  ``sessions/<id>.jsonl`` line and file (8 MiB, 512 MiB);
+  ``HERMES_ADMIN_JSON_MAX_BYTES`` / ``_JSON_MAX_DEPTH``: limits of one JSON value
+  decoded from a store or file (32 MiB, 64 levels).
 """
 
 import os

@@ -89,12 +89,13 @@ def depth_of(value, stop: int | None = None) -> int:
     return deepest
 
 
-def decode(raw, *, max_bytes: int | None = None, max_depth: int | None = None):
+def decode(raw, *, max_bytes: int | None = None, max_depth: int | None = None, surrogates: str = "replace"):
     """``raw`` (str or bytes; bytes are read as UTF-8 with replacement characters)
     decoded, or an :class:`Undecodable`. Never raises for the data: not JSON,
     larger than ``max_bytes``, deeper than ``max_depth`` (defaults: :func:`limits`),
     too deep for the parser (``RecursionError``) and ``MemoryError`` all give the
-    marker."""
+    marker. ``surrogates="keep"`` leaves lone surrogate escapes as Python decodes
+    them (a reader that refuses such values, like the JSONL import, checks itself)."""
     default_bytes, default_depth = limits()
     max_bytes = default_bytes if max_bytes is None else max_bytes
     max_depth = default_depth if max_depth is None else max_depth
@@ -109,7 +110,7 @@ def decode(raw, *, max_bytes: int | None = None, max_depth: int | None = None):
     if not isinstance(raw, str):
         return Undecodable("syntax", f"a {type(raw).__name__}, not JSON text", size)
     try:
-        value = json.loads(_fix_surrogates(raw))
+        value = json.loads(_fix_surrogates(raw) if surrogates == "replace" else raw)
     except RecursionError:
         return Undecodable("depth", f"nested deeper than {max_depth} levels", size)
     except MemoryError:
