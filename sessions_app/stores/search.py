@@ -29,7 +29,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-from .connection import classify_error
+from .connection import classify_error, replacing_text
 from .transcript import visible_text
 
 OPEN, CLOSE = "\x02", "\x03"  # snippet markers: control bytes no tokenizer keeps
@@ -163,6 +163,16 @@ def search(conn: sqlite3.Connection, columns, session_columns, text: str, limit:
     store.
     """
     expression = fts_expression(text)
+    # Snippets and titles of text that is not valid UTF-8 (salvaged pages, other
+    # writers) read with U+FFFD: such a row is a hit, not an "index damaged".
+    previous, conn.text_factory = conn.text_factory, replacing_text
+    try:
+        return _search(conn, columns, session_columns, expression, limit, before)
+    finally:
+        conn.text_factory = previous
+
+
+def _search(conn, columns, session_columns, expression: str, limit: int, before: int | None) -> Results:
     state = index_state(conn)
     if state == "missing":
         raise SearchUnavailable("no_index", "This store has no full-text index; search sessions by id or "
