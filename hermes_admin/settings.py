@@ -23,6 +23,10 @@ Environment (all optional):
   trying again, seconds (default 5).
 - ``HERMES_ADMIN_IDLE_SECONDS`` / ``_STALE_SECONDS`` / ``_WAL_OVERSIZED_BYTES``:
   health thresholds (1 hour, 30 days, 64 MiB).
+- ``HERMES_ADMIN_JSONL_MAX_LINE_BYTES`` / ``_JSONL_MAX_FILE_BYTES``: size limits of a
+  ``sessions/<id>.jsonl`` line and file (8 MiB, 512 MiB);
+  ``HERMES_ADMIN_JSON_MAX_BYTES`` / ``_JSON_MAX_DEPTH``: limits of one JSON value
+  decoded from a store or file (32 MiB, 64 levels).
 """
 
 import os
@@ -207,6 +211,17 @@ HERMES_BACKUP_KEEP = int(env_float("HERMES_ADMIN_BACKUP_KEEP", 3))
 # After a verified JSONL import, move sessions/<id>.jsonl into <data>/archive/jsonl/
 # (issue 4). Off by default: the file then stays where Hermes left it, untouched.
 HERMES_ARCHIVE_IMPORTED_JSONL = env_bool("HERMES_ADMIN_ARCHIVE_IMPORTED_JSONL")
+# Size limits on what is read from files beside the stores and decoded from them
+# (issue 13; docs/store.md, Files beside the store). A sessions/<id>.jsonl line
+# longer than HERMES_JSONL_MAX_LINE_BYTES is reported by number and never imported
+# (nor read into memory); a file past HERMES_JSONL_MAX_FILE_BYTES is reported and
+# not imported. JSON values (tool_calls, structured content, model_config,
+# manifests...) past HERMES_JSON_MAX_BYTES or nested deeper than
+# HERMES_JSON_MAX_DEPTH show as "undecodable" instead of being parsed.
+HERMES_JSONL_MAX_LINE_BYTES = int(env_float("HERMES_ADMIN_JSONL_MAX_LINE_BYTES", 8 * 1024 * 1024))
+HERMES_JSONL_MAX_FILE_BYTES = int(env_float("HERMES_ADMIN_JSONL_MAX_FILE_BYTES", 512 * 1024 * 1024))
+HERMES_JSON_MAX_BYTES = int(env_float("HERMES_ADMIN_JSON_MAX_BYTES", 32 * 1024 * 1024))
+HERMES_JSON_MAX_DEPTH = int(env_float("HERMES_ADMIN_JSON_MAX_DEPTH", 64))
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
 HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 

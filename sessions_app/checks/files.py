@@ -7,7 +7,6 @@ repair ledger JSON) may be read. Nothing is created, moved or deleted.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -16,9 +15,11 @@ from pathlib import Path
 import psutil
 
 from ..stores import copies, jsonl, session_files
+from ..stores.jsondecode import read_json_file
 from .base import Check, capped, chunks, placeholders, plural
 
 REPAIR_LEDGER_CAP = 3  # upstream stops automatic repair after 3 failures (reference 1.3)
+LEDGER_MAX_BYTES = 1024 * 1024  # the ledger is three fields; anything bigger is not one
 
 
 def _size(path: Path) -> int | None:
@@ -145,10 +146,10 @@ class RepairLeftovers(Check):
     def _ledger(path: Path) -> dict | None:
         """The ledger when it is at its failure cap; an unreadable ledger is ignored."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = read_json_file(path, max_bytes=LEDGER_MAX_BYTES)
+        except OSError:
             return None
-        if not isinstance(data, dict):
+        if not isinstance(data, dict):  # also an Undecodable: broken, huge or too deep
             return None
         failed = data.get("failed_attempts")
         return data if isinstance(failed, int) and failed >= REPAIR_LEDGER_CAP else None
@@ -304,9 +305,15 @@ class TranscriptOnDiskOnly(Check):
         present = existing_ids(ctx, list(with_jsonl))
         for sid, files in sorted(with_jsonl.items()):
             gap = jsonl_gap(ctx, files)
-            if gap.missing <= 0:
-                continue
             parsed = gap.file
+            if gap.missing <= 0:
+                if parsed.unread:  # a size limit kept part of it unread: it may hold messages
+                    yield self.finding(sid, 1, f"{files.jsonl.name} was not read whole: {parsed.unread}; it may hold "
+                                               "messages the store lacks, which are not imported", {
+                        "path": str(files.jsonl), "file_bytes": parsed.size, "unread": parsed.unread,
+                        "oversized_lines": capped(parsed.oversized), "session_exists": sid in present,
+                    }, heal=None)
+                continue
             where = "the store has " + plural(gap.rows, "row") if sid in present else "the session does not exist in the store"
             detail = (f"{files.jsonl.name} holds {plural(gap.missing, 'message')} the store lacks "
                       f"({len(parsed.messages)} in the file; {where})")
@@ -342,8 +349,8 @@ class LeftoverFiles(Check):
         for sid, files in sorted(scanned.items()):
             if sid in present:
                 continue  # a row, or messages whose row may come back (orphan_messages)
-            if files.jsonl is not None and jsonl_gap(ctx, files).file.messages:
-                continue  # messages to import: transcript_on_disk_only reports it
+            if files.jsonl is not None and (jsonl_gap(ctx, files).file.messages or jsonl_gap(ctx, files).file.unread):
+                continue  # messages to import, or lines too large to read: transcript_on_disk_only reports it
             kept = self._holding(ctx, files)
             names = sorted(f.name for f in files.files if f.name not in kept)
             if not names:

@@ -98,12 +98,19 @@ class StoreCommand(BaseCommand):
         # with no profile left it is an error now; beside good roots, the run goes
         # on and the command exits 2 at the end (``skipped_roots``).
         self.skipped_roots = [f"{path}: {reason}" for path, reason in found.bad_roots]
+        # A profile whose store or files lead out of its root is never processed;
+        # the run says so and exits 2, so cron notices (docs/store.md, Files beside
+        # the store).
+        self.skipped_roots += [f"{path}: {reason}" for path, reason in found.outside.values()]
         everything = registry.stores()
         if not everything and self.skipped_roots:
             self.fail("; ".join(self.skipped_roots))
         if options["all_profiles"]:
             return everything, everything
         by_key = {s.key: s for s in everything}
+        refused = [found.outside[p][1] for p in options["profile"] if p in found.outside]
+        if refused:
+            self.fail("; ".join(refused))
         unknown = [p for p in options["profile"] if p not in by_key]
         if unknown:
             self.fail(f"unknown profile(s): {', '.join(unknown)}; known: {', '.join(by_key) or 'none'}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 
 from .connection import ro_uri
+from .jsondecode import read_json_file
 from .store import Store
 
 
@@ -110,6 +111,7 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
 
 
 MANIFEST = "backup.json"
+MANIFEST_MAX_BYTES = 1024 * 1024  # a manifest is a few fields; a bigger one is not ours
 
 
 def _write_manifest(folder: Path, store: Store, record: BackupRecord) -> None:
@@ -155,7 +157,7 @@ def list_backups(known: dict[str, tuple[str, str]] | None = None) -> list[Backup
             continue
         size = sum(_size(p) for p in folder.iterdir() if p.is_file())
         try:
-            meta = json.loads((folder / MANIFEST).read_text())
+            meta = read_json_file(folder / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)  # Undecodable: TypeError below
             found.append(Backup(str(folder), str(meta["store_path"]), str(meta["profile"]),
                                 float(meta["created_at"]), size, True))
         except (OSError, ValueError, KeyError, TypeError):

@@ -173,14 +173,25 @@ def _on_connection(sender, connection, **kwargs):
 connection_created.connect(_on_connection, dispatch_uid="sessions_app.stores.busy")
 
 
+def replacing_text(data: bytes) -> str:
+    """``text_factory`` reading TEXT that is not valid UTF-8 (salvaged pages, other
+    writers) with U+FFFD replacement characters instead of raising."""
+    return data.decode("utf-8", "replace")
+
+
 @contextmanager
-def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = None) -> Iterator[sqlite3.Connection]:
+def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = None,
+            lenient: bool = False) -> Iterator[sqlite3.Connection]:
     """A plain read-only sqlite3 connection, closed on exit.
 
     ``timeout`` is the busy timeout in seconds (default: settings.HERMES_READ_TIMEOUT).
     ``budget``, when given, aborts any statement still running after that many
     seconds with ``sqlite3.OperationalError('interrupted')`` (Datasette's
     ``sqlite_timelimit`` idea), so one huge store cannot hang a page.
+    ``lenient`` reads invalid UTF-8 with replacement characters
+    (:func:`replacing_text`): for pages and exports, which show text; never for
+    code that copies values into a store (types come through untouched, rule 7),
+    where Python's default raises ``OperationalError`` instead.
     Raises ``sqlite3.Error`` subclasses from SQLite unchanged. The connection is a
     :class:`ReadConnection`: lock errors are counted, and a block that ends without
     one clears the store's "found locked" memory.
@@ -189,6 +200,8 @@ def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = 
     conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None,
                            factory=ReadConnection)
     conn.db_path, conn.busy_timeout = Path(db_path), timeout
+    if lenient:
+        conn.text_factory = replacing_text
     try:
         conn.execute("PRAGMA query_only=1")
         if budget is not None:

@@ -12,6 +12,16 @@ Layout (reference section 1.1/1.2, mirroring upstream ``hermes_constants.py``):
 Nothing here opens a store: discovery only lists directories and stats files.
 Profile keys (what URLs carry) are looked up in the discovered set, never joined
 onto a path, so a crafted key cannot reach outside a root.
+
+Confinement (docs/store.md, Files beside the store): every path of a profile that
+the dashboard opens, lists or writes (the store and its sidecars, Hermes' copies
+beside it, ``sessions/`` and each entry in it, ``runtime/active_sessions.json``,
+``state-snapshots/``) must resolve (``os.path.realpath``, symlinks followed) inside
+the profile's root. A symlink that stays inside the root is allowed; one that leads
+out makes the whole profile skipped (:attr:`Discovery.outside`), never read or
+written, since a store reached through it would be healed as if it were this
+profile's (a store outside is someone else's). :func:`store_outside_reason` repeats
+the store part at every open, against a link planted after the scan.
 """
 
 from __future__ import annotations
@@ -64,6 +74,9 @@ class Discovery:
     roots: list[Path]
     profiles: list[Profile] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    # Profiles skipped because a path of theirs leads out of the root (also in
+    # ``ignored``): profile key -> (profile folder, reason). A cron run reports them.
+    outside: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def by_key(self) -> dict[str, Profile]:
         return {p.key: p for p in self.profiles}
@@ -116,12 +129,89 @@ def _root_labels(roots: list[Path]) -> list[str]:
     return labels
 
 
-def _within(path: Path, root: Path) -> bool:
+def within(path, root) -> bool:
+    """Whether ``path`` resolves (symlinks followed, ``os.path.realpath``) to ``root``
+    or something under it; ``root`` is resolved the same way. A dangling link
+    resolves to where it points, so it is judged by its target too."""
+    real = os.path.realpath(path)
+    base = os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def root_of_home(home) -> Path:
+    """The root a profile home belongs to, by Hermes' layout: ``<root>/profiles/<name>``
+    belongs to ``<root>``, any other home is its own root (upstream
+    ``get_default_hermes_root``, reference 1.2)."""
+    home = Path(os.path.abspath(home))
+    return home.parent.parent if home.parent.name == "profiles" else home
+
+
+# The store and its sidecars (SQLite puts them beside the resolved main file, so
+# both places are checked); reference 1.3.
+STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal")
+# Other paths of a profile home the dashboard reads or writes (reference 1.4).
+HOME_PATHS = ("sessions", "runtime", os.path.join("runtime", "active_sessions.json"), "state-snapshots")
+
+
+def _escapes(path: Path, root: Path, shown: str) -> str | None:
+    """Why ``path`` (named ``shown`` to the admin) leads out of ``root``, or None when
+    it is absent or resolves inside."""
+    if not os.path.lexists(path):
+        return None
+    if within(path, root):
+        return None
+    return f"{shown} resolves to {os.path.realpath(path)}, outside the root {root}"
+
+
+def store_outside_reason(db_path, root=None) -> str | None:
+    """Why a store's files lead out of its root (``state.db`` and its ``-wal``,
+    ``-shm`` and ``-journal``, beside the link and beside its target), or None.
+    ``root`` defaults to :func:`root_of_home` of the store's folder. ``lstat`` and
+    ``readlink`` only: no descriptor is opened (ground rule 5)."""
+    db_path = Path(db_path)
+    root = Path(root) if root is not None else root_of_home(db_path.parent)
+    real_dir = Path(os.path.realpath(db_path)).parent
+    for folder in dict.fromkeys((db_path.parent, real_dir)):
+        for name in STORE_FILES:
+            why = _escapes(folder / name, root, name)
+            if why:
+                return why
+    return None
+
+
+def profile_outside_reason(home: Path, root: Path) -> str | None:
+    """Why any path of the profile at ``home`` leads out of ``root``, or None.
+
+    Checked: the home itself, the store files (:func:`store_outside_reason`), every
+    ``state.db.*`` entry beside the store (Hermes' copies, ledgers and locks),
+    :data:`HOME_PATHS`, and each entry of ``sessions/`` that is a symlink (a listing
+    with ``d_type``: regular files need no ``stat``).
+    """
+    if not within(home, root):
+        return f"the profile folder resolves to {os.path.realpath(home)}, outside the root {root}"
+    why = store_outside_reason(home / "state.db", root)
+    if why:
+        return why
     try:
-        path.resolve().relative_to(root)
-        return True
-    except ValueError:
-        return False
+        with os.scandir(home) as entries:
+            copies = [e.name for e in entries if e.name.startswith("state.db.")]
+    except OSError:
+        copies = []
+    for name in sorted(copies) + list(HOME_PATHS):
+        why = _escapes(home / name, root, name)
+        if why:
+            return why
+    sessions = home / "sessions"
+    try:
+        with os.scandir(sessions) as entries:
+            links = sorted(e.name for e in entries if e.is_symlink())
+    except OSError:
+        links = []
+    for name in links:
+        why = _escapes(sessions / name, root, f"sessions/{name}")
+        if why:
+            return why
+    return None
 
 
 # What makes a folder a Hermes home: upstream's markers (reference 1.2,
@@ -160,9 +250,34 @@ def discover(roots: list[Path]) -> Discovery:
     in ``ignored`` with :data:`NOT_A_HOME` and contributes no profile.
     Profile directories that are tombstoned, dot-named, badly named, or that resolve
     outside their root (a symlink) are reported in ``ignored`` and never opened.
+    A profile with any path leading out of its root (:func:`profile_outside_reason`),
+    or whose store or ``sessions/`` is the same file as an earlier profile's (one
+    store healed under two owners), is skipped the same way and also listed in
+    ``outside``.
     """
     result = Discovery(roots=list(roots))
     several = len(roots) > 1
+    seen: dict[str, str] = {}  # real path of a store or sessions/ -> profile key
+
+    def add(profile: Profile) -> None:
+        why = profile_outside_reason(profile.home, profile.root)
+        if why is None:
+            for kind, path in (("state.db", profile.db_path), ("sessions/", profile.sessions_dir)):
+                if os.path.lexists(path):
+                    owner = seen.get(os.path.realpath(path))
+                    if owner is not None:
+                        why = f"its {kind} is the same file as profile {owner}'s"
+                        break
+        if why is not None:
+            reason = f"profile {profile.key} skipped, nothing of it read or written: {why}"
+            shown = str(profile.home if profile.home != profile.root else profile.db_path)
+            result.ignored.append((shown, reason))
+            result.outside[profile.key] = (shown, reason)
+            return
+        for path in (profile.db_path, profile.sessions_dir):
+            if os.path.lexists(path):
+                seen[os.path.realpath(path)] = profile.key
+        result.profiles.append(profile)
     for root, label in zip(roots, _root_labels(roots)):
         if not root.is_dir():
             result.ignored.append((str(root), "root does not exist or is not a directory"))
@@ -174,7 +289,7 @@ def discover(roots: list[Path]) -> Discovery:
         def key_for(name: str) -> str:
             return f"{name}@{label}" if several else name
 
-        result.profiles.append(Profile(key_for(DEFAULT_PROFILE), DEFAULT_PROFILE, root, root, label))
+        add(Profile(key_for(DEFAULT_PROFILE), DEFAULT_PROFILE, root, root, label))
         profiles_dir = root / "profiles"
         if not profiles_dir.is_dir():
             continue
@@ -197,8 +312,5 @@ def discover(roots: list[Path]) -> Discovery:
             if not PROFILE_NAME_RE.match(name) or name == DEFAULT_PROFILE:
                 result.ignored.append((str(path), "not a valid Hermes profile name"))
                 continue
-            if not _within(path, root):
-                result.ignored.append((str(path), "resolves outside its root"))
-                continue
-            result.profiles.append(Profile(key_for(name), name, root, path, label))
+            add(Profile(key_for(name), name, root, path, label))
     return result

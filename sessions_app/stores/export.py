@@ -14,6 +14,13 @@ Formats:
 Both are generators: memory stays bounded by one chunk of rows, whatever the
 session's size. Each opens its own read-only connection (the response outlives the
 request's Django connections) and closes it even when the client disconnects.
+
+Both are complete whatever the rows hold (docs/store.md, Values in the store):
+text that is not valid UTF-8 is exported with U+FFFD replacement characters, and
+Markdown shows control characters (NUL included) as U+FFFD too (JSON Lines keeps
+them, escaped by JSON); each session's header says how many messages were
+affected. JSON that cannot be decoded (:mod:`.jsondecode`: broken, too large, too
+deep) is written as the stored text, named in the line's ``_undecodable``.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from typing import Iterator
 from ..secrets import mask, mask_value
 from .lineage import Lineage
 from .store import Store
-from .transcript import JSON_PREFIX
+from .jsondecode import Undecodable, decode
+from .transcript import JSON_PREFIX, visible_text
 from .transcript import for_store as transcript_for
 
 META_COLUMNS = (
@@ -51,30 +59,49 @@ def _segments(store: Store, conn, session_id: str, lineage: bool) -> list[dict]:
     return [row] if row else []
 
 
-def _json_value(raw):
+def _json_value(raw, problems: dict | None = None, name: str = "content"):
+    """Structured content decoded, other values as they are; undecodable JSON stays
+    the stored text and its reason goes into ``problems[name]``."""
     if isinstance(raw, str) and raw.startswith(JSON_PREFIX):
-        try:
-            return json.loads(raw[len(JSON_PREFIX):])
-        except ValueError:
+        value = decode(raw[len(JSON_PREFIX):])
+        if isinstance(value, Undecodable):
+            if problems is not None:
+                problems[name] = value.reason
             return raw
+        return value
     return raw
 
 
 def _row_dict(row: dict) -> dict:
-    out = {}
+    out, problems = {}, {}
     for name in ROW_FIELDS:
         value = row.get(name)
         if value is None:
             continue
         if name == "content":
-            value = _json_value(value)
-        elif name == "tool_calls":
-            try:
-                value = json.loads(value)
-            except (ValueError, TypeError):
-                pass
+            value = _json_value(value, problems)
+        elif name == "tool_calls" and isinstance(value, str):
+            decoded = decode(value)
+            if isinstance(decoded, Undecodable):
+                problems[name] = decoded.reason
+            else:
+                value = decoded
         out[name] = value
+    if problems:
+        out["_undecodable"] = problems
     return out
+
+
+def _notes(damage: dict[str, int], markdown: bool) -> list[str]:
+    """The header lines saying which stored text was exported altered."""
+    notes = []
+    if damage["invalid_utf8"]:
+        notes.append(f"{damage['invalid_utf8']} message(s) hold text that is not valid UTF-8 (a salvaged page "
+                     "or another writer): the invalid bytes are exported as U+FFFD replacement characters.")
+    if markdown and damage["control"]:
+        notes.append(f"{damage['control']} message(s) hold NUL or other control characters: shown as U+FFFD "
+                     "replacement characters here (the JSON Lines export keeps them, escaped).")
+    return notes
 
 
 def _guarded(pieces: Iterator[str], marker) -> Iterator[str]:
@@ -105,15 +132,19 @@ def _jsonl(store: Store, session_id: str, lineage: bool = False, include_inactiv
            masked: bool = False) -> Iterator[str]:
     """JSON Lines text, one line per yield (each ends with ``\\n``); ``masked``
     replaces detected secrets in every text (``sessions_app.secrets``)."""
-    with store.read() as conn:
+    with store.read(lenient=True) as conn:
         caps = store.capabilities(conn)
         for seg in _segments(store, conn, session_id, lineage):
             meta = {k: seg.get(k) for k in META_COLUMNS if seg.get(k) is not None}
             if masked:
                 meta = mask_value(meta)
-            yield json.dumps({"role": "session_meta", "session": meta}, ensure_ascii=False) + "\n"
-            rows = transcript_for(conn, caps, seg["id"], include_inactive).iter_rows()
-            for row in rows:
+            transcript = transcript_for(conn, caps, seg["id"], include_inactive)
+            header = {"role": "session_meta", "session": meta}
+            notes = _notes(transcript.text_damage(), markdown=False)
+            if notes:
+                header["export_notes"] = notes
+            yield json.dumps(header, ensure_ascii=False) + "\n"
+            for row in transcript.iter_rows():
                 line = _row_dict(row)
                 if masked:
                     line = mask_value(line)
@@ -121,7 +152,8 @@ def _jsonl(store: Store, session_id: str, lineage: bool = False, include_inactiv
                 yield json.dumps(line, ensure_ascii=False) + "\n"
 
 
-def _fence(text: str) -> str:
+def _fence(text) -> str:
+    text = text if isinstance(text, str) else str(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     bar = "`" * max(3, longest + 1)
     return f"{bar}text\n{text}\n{bar}\n"
@@ -134,16 +166,21 @@ def _when(value) -> str:
 
 
 def _inline(value) -> str:
-    """A value made safe for a Markdown heading or list line (no HTML, one line)."""
-    text = html.escape(str(value), quote=False).replace("\n", " ")
+    """A value made safe for a Markdown heading or list line (no HTML, one line,
+    control characters as U+FFFD)."""
+    text = visible_text(html.escape(str(value), quote=False).replace("\n", " "))
     return re.sub(r"([\\`*_\[\]#|])", r"\\\1", text)
 
 
 def _markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
               masked: bool = False) -> Iterator[str]:
     """Markdown text in pieces; ``masked`` as for :func:`jsonl`."""
-    hide = mask if masked else (lambda text: text)
-    with store.read() as conn:
+    masker = mask if masked else (lambda text: text)
+
+    def hide(text):
+        return visible_text(masker(text))
+
+    with store.read(lenient=True) as conn:
         caps = store.capabilities(conn)
         for seg in _segments(store, conn, session_id, lineage):
             title = hide(seg.get("title")) or seg["id"]
@@ -152,12 +189,18 @@ def _markdown(store: Store, session_id: str, lineage: bool = False, include_inac
                 if seg.get(key) is not None:
                     yield f"- {key}: {_inline(seg[key])}\n"
             yield f"- started: {_when(seg.get('started_at'))}\n- ended: {_when(seg.get('ended_at'))}\n\n"
-            for row in transcript_for(conn, caps, seg["id"], include_inactive).iter_rows():
+            transcript = transcript_for(conn, caps, seg["id"], include_inactive)
+            for note in _notes(transcript.text_damage(), markdown=True):
+                yield f"> **Note:** {_inline(note)}\n\n"
+            for row in transcript.iter_rows():
                 state = ""
                 if row.get("active") == 0:
                     state = " (compacted)" if row.get("compacted") == 1 else " (rewound)"
                 yield f"## #{row['id']} {_inline(row.get('role') or '?')}{state} · {_when(row.get('timestamp'))}\n\n"
-                content = _json_value(row.get("content"))
+                problems: dict = {}
+                content = _json_value(row.get("content"), problems)
+                for name, why in problems.items():
+                    yield f"{name} is undecodable JSON ({_inline(why)}); exported as stored.\n\n"
                 if content not in (None, ""):
                     if not isinstance(content, str):
                         content = json.dumps(content, ensure_ascii=False, indent=2)

@@ -18,9 +18,10 @@ compression children copy ``model_config`` verbatim, markers included.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from typing import Iterable
+
+from . import jsondecode
 
 RESET_END_REASONS = frozenset(
     {"session_reset", "session_switch", "idle", "daily", "suspended", "resume_pending_expired"}
@@ -35,10 +36,7 @@ def model_config_dict(raw) -> dict:
     """``model_config`` parsed to a dict; anything unparseable reads as ``{}``."""
     if not raw or not isinstance(raw, str):
         return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
+    value = jsondecode.loads(raw, default={})
     return value if isinstance(value, dict) else {}
 
 

@@ -34,7 +34,6 @@ Times are epoch seconds (float); ages and TTLs are seconds.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -46,6 +45,8 @@ from pathlib import Path
 import psutil
 from django.conf import settings
 
+from .discovery import within
+from .jsondecode import Undecodable, read_json_file
 from .lineage import DOWN_CAP, UP_CAP, Lineage
 from .schema import Capabilities
 
@@ -57,6 +58,9 @@ HEARTBEAT_FRESH_SECONDS = 300
 FUTURE_SLACK_SECONDS = 86400
 # Registry start times must match within this many seconds (reference 4.4).
 START_TIME_TOLERANCE = 0.001
+# The registry is a small JSON document (a few entries per live surface); one
+# larger than this is not a registry Hermes wrote and is reported unreadable.
+REGISTRY_MAX_BYTES = 4 * 1024 * 1024
 
 _PID_RE = re.compile(r"(?:^|:)pid=(\d+)(?::|$)")
 _PIDNS_RE = re.compile(r"(?:^|:)pidns=(\d+)(?::|$)")
@@ -269,12 +273,17 @@ def read_registry(store) -> tuple[list[dict], str | None]:
     without its flock sees a whole document.
     """
     path = registry_path(store)
+    if os.path.lexists(path) and not within(path, store.profile.root):
+        # A link out of the root (docs/store.md, Files beside the store): never read.
+        return [], f"it resolves to {os.path.realpath(path)}, outside the root {store.profile.root}; not read"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path, max_bytes=REGISTRY_MAX_BYTES)
     except FileNotFoundError:
         return [], None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         return [], f"{type(exc).__name__}: {exc}"
+    if isinstance(data, Undecodable):
+        return [], str(data)
     entries = data.get("entries") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         return [], "no 'entries' list"

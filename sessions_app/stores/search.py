@@ -29,7 +29,8 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-from .connection import classify_error
+from .connection import classify_error, replacing_text
+from .transcript import visible_text
 
 OPEN, CLOSE = "\x02", "\x03"  # snippet markers: control bytes no tokenizer keeps
 SNIPPET_TOKENS = 24
@@ -97,7 +98,8 @@ def fts_expression(text: str) -> str:
 
 
 def split_snippet(snippet: str | None) -> list[tuple[str, bool]]:
-    """``"a \\x02b\\x03 c"`` -> ``[("a ", False), ("b", True), (" c", False)]``."""
+    """``"a \\x02b\\x03 c"`` -> ``[("a ", False), ("b", True), (" c", False)]``;
+    other control characters as U+FFFD (``transcript.visible_text``)."""
     text = (snippet or "").replace("\x00", "")
     if text.startswith("json:"):
         text = text[5:]
@@ -109,7 +111,7 @@ def split_snippet(snippet: str | None) -> list[tuple[str, bool]]:
         elif piece == CLOSE:
             marked = False
         elif piece:
-            parts.append((piece, marked))
+            parts.append((visible_text(piece), marked))
     return parts
 
 
@@ -161,6 +163,16 @@ def search(conn: sqlite3.Connection, columns, session_columns, text: str, limit:
     store.
     """
     expression = fts_expression(text)
+    # Snippets and titles of text that is not valid UTF-8 (salvaged pages, other
+    # writers) read with U+FFFD: such a row is a hit, not an "index damaged".
+    previous, conn.text_factory = conn.text_factory, replacing_text
+    try:
+        return _search(conn, columns, session_columns, expression, limit, before)
+    finally:
+        conn.text_factory = previous
+
+
+def _search(conn, columns, session_columns, expression: str, limit: int, before: int | None) -> Results:
     state = index_state(conn)
     if state == "missing":
         raise SearchUnavailable("no_index", "This store has no full-text index; search sessions by id or "

@@ -25,7 +25,7 @@ from django.conf import settings
 
 from . import busy
 from .connection import classify_error, ensure_alias, open_ro
-from .discovery import Profile
+from .discovery import Profile, store_outside_reason
 from .schema import Capabilities, read_capabilities
 
 log = logging.getLogger("sessions_app.stores")
@@ -76,12 +76,38 @@ class StoreStatus:
         return self.status == "ok"
 
 
+def orphaned_sidecars_reason(path: Path, suffixes: list[str]) -> str:
+    """The explanation for ``-wal``/``-shm`` files whose ``state.db`` is gone
+    (docs/store.md, Files beside the store): a ``-wal`` may hold the newest
+    committed rows, so nothing is created there; sizes from ``os.stat``."""
+    parts = []
+    for suffix in suffixes:
+        size = _stat_size(Path(f"{path}{suffix}"))
+        parts.append(f"{path.name}{suffix}" + (f" ({size:,} bytes)" if size is not None else ""))
+    text = (f"state.db is gone but {' and '.join(parts)} remain{'s' if len(parts) == 1 else ''}: Hermes' main "
+            "database file was deleted or moved away while its sidecar stayed behind")
+    if "-wal" in suffixes:
+        text += ", and the newest conversation rows may exist only in that write-ahead log"
+    else:
+        text += " (a process may still have the deleted store open)"
+    return text + (". The dashboard creates no store here and opens nothing. If the state.db was moved or "
+                   "renamed, put that same file back; otherwise copy the sidecars aside before any Hermes "
+                   "process opens this profile (a new store created beside them would not hold those rows) "
+                   "and run 'hermes doctor'.")
+
+
 def _stat_size(path: Path) -> int | None:
     # os.stat opens no descriptor, so it cannot drop SQLite's POSIX locks (rule 5).
     try:
         return path.stat().st_size
     except OSError:
         return None
+
+
+class OutsideRoot(sqlite3.OperationalError):
+    """The store's files lead out of its root (a symlink planted after discovery);
+    raised before any connection exists. An ``sqlite3.Error`` so every caller's
+    store-error handling reports it ("cannot open", unreadable)."""
 
 
 class Unavailable(Exception):
@@ -130,16 +156,28 @@ class Store:
         """Seconds a read waits for another process's lock."""
         return settings.HERMES_BUSY_GLANCE if self.glancing else settings.HERMES_READ_TIMEOUT
 
-    def read(self, budget: float | None = None):
-        """Context manager yielding a plain read-only sqlite3 connection.
+    def outside_reason(self) -> str | None:
+        """Why ``state.db`` or a sidecar now resolves outside the profile's root, or
+        None (``lstat``/``readlink`` only; docs/store.md, Files beside the store)."""
+        return store_outside_reason(self.path, self.profile.root)
 
-        Raises ``sqlite3.OperationalError`` ("database is locked …") at once, without
-        opening anything, for a glance at a store found locked moments ago."""
+    def read(self, budget: float | None = None, lenient: bool = False):
+        """Context manager yielding a plain read-only sqlite3 connection
+        (``lenient``: invalid UTF-8 reads as U+FFFD, for pages and exports; see
+        ``connection.open_ro``).
+
+        Raises :class:`OutsideRoot` (before connecting) when the store's files lead
+        out of its root, and ``sqlite3.OperationalError`` ("database is locked …")
+        at once, without opening anything, for a glance at a store found locked
+        moments ago."""
+        why = self.outside_reason()
+        if why:
+            raise OutsideRoot(f"unable to open the store: {why}; never opened")
         if self.glancing and busy.recently_locked(self.path) is not None:
             # SQLite's own words: the reason shown (and logged once) is the same
             # whether this look waited or remembered.
             raise sqlite3.OperationalError("database is locked")
-        return open_ro(self.path, timeout=self.busy_timeout, budget=budget)
+        return open_ro(self.path, timeout=self.busy_timeout, budget=budget, lenient=lenient)
 
     def capabilities(self, conn: sqlite3.Connection) -> Capabilities:
         """Capabilities, re-read only when SQLite's schema cookie or the file changes."""
@@ -172,9 +210,15 @@ class Store:
     def preflight(self) -> StoreStatus | None:
         """File-level problems found without opening SQLite, or None when it may open."""
         path = self.path
+        why = self.outside_reason()
+        if why:
+            return StoreStatus("unreadable", f"{why}; never opened")
         if not path.exists():
             if path.is_symlink():
                 return StoreStatus("unreadable", "state.db is a dangling symlink")
+            orphans = [s for s in ("-wal", "-shm") if os.path.lexists(f"{path}{s}")]
+            if orphans:
+                return StoreStatus("corrupt", orphaned_sidecars_reason(path, orphans))
             return StoreStatus("missing", "this profile has no state.db yet")
         if path.is_dir():
             return StoreStatus("unreadable", "state.db is a directory, not a file")

@@ -28,8 +28,11 @@ multi-megabyte tool output never reaches Python on a page view.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
+
+from .jsondecode import Undecodable, decode, limits
 
 JSON_PREFIX = "\x00json:"
 TEXT_LIMIT = 20_000  # bytes of a long text column shown on a page
@@ -41,13 +44,17 @@ MESSAGE_COLUMNS = (
     "display_kind", "observed",
 )
 LONG_COLUMNS = ("content", "reasoning", "reasoning_content")
+# Text columns an export writes (Transcript.text_damage looks at each).
+TEXT_COLUMNS = ("role", "content", "tool_call_id", "tool_calls", "tool_name", "finish_reason", "reasoning",
+                "reasoning_content", "platform_message_id", "display_kind")
 
 
 def decode_content(raw) -> tuple[str, object | None]:
     """Split stored content into ``(text, structured)``.
 
     ``structured`` is the decoded JSON value for ``\\x00json:`` content, else None
-    (and for a prefix whose JSON does not parse: a truncated page copy, say).
+    (and for a prefix whose JSON does not decode: a truncated page copy, say, or an
+    :class:`~.jsondecode.Undecodable` value, see :func:`content_problem`).
     ``text`` is the plain text to show: the content itself, or the text parts of
     structured content joined by blank lines.
     """
@@ -59,11 +66,55 @@ def decode_content(raw) -> tuple[str, object | None]:
         return str(raw), None
     if not raw.startswith(JSON_PREFIX):
         return raw, None
-    try:
-        value = json.loads(raw[len(JSON_PREFIX):])
-    except ValueError:
+    value = decode(raw[len(JSON_PREFIX):])
+    if isinstance(value, Undecodable):
         return raw[len(JSON_PREFIX):], None
     return structured_text(value), value
+
+
+def content_problem(raw, cut: bool = False) -> Undecodable | None:
+    """Why structured (``\\x00json:``) content cannot be decoded, or None (plain
+    text, or decodable). A page copy cut at TEXT_LIMIT (``cut``) is expected not
+    to parse, so only its depth is judged then."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "replace")
+    if not isinstance(raw, str) or not raw.startswith(JSON_PREFIX):
+        return None
+    value = decode(raw[len(JSON_PREFIX):])
+    if not isinstance(value, Undecodable) or (cut and value.kind == "syntax"):
+        return None
+    return value
+
+
+# C0 controls but tab, newline and carriage return; DEL; C1 controls. Shown as
+# U+FFFD on pages (a NUL or an escape sequence is no text to read, and a browser
+# would drop or mangle it silently).
+CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+REPLACEMENT = "\ufffd"
+
+
+def visible_text(value):
+    """``value`` with control characters (:data:`CONTROL_RE`) as U+FFFD; non-strings
+    as they are. Invalid UTF-8 is already U+FFFD by then (``_text``, or a lenient
+    connection)."""
+    return CONTROL_RE.sub(REPLACEMENT, value) if isinstance(value, str) else value
+
+
+def _text_damage(*values) -> int:
+    """SQL function for :meth:`Transcript.text_damage`: bit 1 when a value is not
+    valid UTF-8, bit 2 when one holds a control character."""
+    bits = 0
+    for value in values:
+        if not isinstance(value, bytes) or not value:
+            continue
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            bits |= 1
+            text = value.decode("utf-8", "replace")
+        if CONTROL_RE.search(text, len(JSON_PREFIX) if text.startswith(JSON_PREFIX) else 0):
+            bits |= 2
+    return bits
 
 
 def _text(value, cut: bool = False):
@@ -100,15 +151,30 @@ def structured_text(value) -> str:
 
 
 def tool_call_entries(raw) -> list[dict]:
-    """The entries of a ``tool_calls`` value that are objects; unparseable JSON, or
-    JSON that is not a list, reads as ``[]`` (as upstream does)."""
-    if not raw:
+    """The entries of a ``tool_calls`` value that are objects; undecodable JSON
+    (:mod:`.jsondecode`: broken, too large, too deep), or JSON that is not a list,
+    reads as ``[]`` (as upstream does for what it cannot parse)."""
+    if not raw or not isinstance(raw, (str, bytes)):
         return []
-    try:
-        value = json.loads(raw)
-    except (ValueError, TypeError):
-        return []
+    value = decode(raw)
     return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def tool_calls_problem(raw) -> Undecodable | None:
+    """Why a stored ``tool_calls`` value cannot be read as a list of calls, or None
+    (empty, or a list). Shown on the session page in place of the calls."""
+    if raw in (None, "", b""):
+        return None
+    if not isinstance(raw, (str, bytes)):
+        return Undecodable("syntax", f"a {type(raw).__name__} ({str(raw)[:40]}), not a JSON list of tool calls")
+    value = decode(raw)
+    if isinstance(value, Undecodable):
+        return value
+    if value in (None, [], {}):
+        return None
+    if not isinstance(value, list):
+        return Undecodable("syntax", f"JSON {type(value).__name__}, not a list of tool calls")
+    return None
 
 
 def call_ids(entry: dict) -> list[str]:
@@ -126,10 +192,11 @@ def parse_tool_calls(raw) -> list[dict]:
         if not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False)
         else:
-            try:
-                args = json.dumps(json.loads(args), ensure_ascii=False, indent=2)
-            except ValueError:
-                pass
+            value = decode(args)
+            if not isinstance(value, Undecodable):
+                args = json.dumps(value, ensure_ascii=False, indent=2)
+            elif value.kind != "syntax":
+                args = f"{value.marker}\n{args[:TEXT_LIMIT]}"
         ids = call_ids(entry)
         calls.append({"id": ids[0] if ids else "", "ids": ids, "name": fn.get("name") or entry.get("name") or "?", "arguments": args})
     return calls
@@ -147,6 +214,9 @@ class Message:
     tool_calls: list[dict] = field(default_factory=list)
     results: dict[str, "Message"] = field(default_factory=dict)  # call id -> tool row
     nested: bool = False  # rendered under its call rather than on its own
+    # ``(field, marker text)`` for stored values that could not be decoded
+    # (:mod:`.jsondecode`), shown in place of the value.
+    undecodable: list[tuple[str, str]] = field(default_factory=list)
 
     def __getattr__(self, name):
         try:
@@ -208,6 +278,15 @@ class Transcript:
 
     def _select(self, limit_text: bool = True) -> str:
         cols = [c if c in self.present else f"NULL AS {c}" for c in MESSAGE_COLUMNS]
+        if limit_text and "tool_calls" in self.present:
+            # A tool_calls value past the JSON size limit stays in SQLite: NULL and
+            # its length (bytes) instead, shown as undecodable (docs/store.md,
+            # Values in the store).
+            limit = limits()[0]
+            cols[MESSAGE_COLUMNS.index("tool_calls")] = (
+                f"CASE WHEN length(CAST(tool_calls AS BLOB)) > {limit} THEN NULL ELSE tool_calls END AS tool_calls")
+            cols.append(f"CASE WHEN length(CAST(tool_calls AS BLOB)) > {limit} "
+                        "THEN length(CAST(tool_calls AS BLOB)) END AS tool_calls_length")
         for c in LONG_COLUMNS:
             if c not in self.present:
                 cols += [f"NULL AS {c}", f"0 AS {c}_length"]
@@ -275,10 +354,29 @@ class Transcript:
     def _message(row: dict) -> Message:
         for c in LONG_COLUMNS:
             row[c] = _text(row.get(c), cut=(row.get(f"{c}_length") or 0) > TEXT_LIMIT)
+        for name, value in row.items():
+            if name != "content" and name != "tool_calls":
+                row[name] = visible_text(value)
         text, structured = decode_content(row.get("content"))
-        msg = Message(row=row, text=text, structured=structured, content_length=row.get("content_length") or 0)
+        msg = Message(row=row, text=visible_text(text), structured=structured,
+                      content_length=row.get("content_length") or 0)
+        problem = content_problem(row.get("content"), cut=msg.truncated)
+        if problem is not None:
+            msg.undecodable.append(("content", problem.marker))
+        calls = row.get("tool_calls")
+        calls_length = row.pop("tool_calls_length", None)
+        if calls is None and calls_length:
+            # Cut in SQLite (see _select): a value this large never reaches Python.
+            msg.undecodable.append(("tool_calls", Undecodable(
+                "size", f"{calls_length:,} bytes of JSON, past the {limits()[0]:,}-byte limit "
+                        "(HERMES_ADMIN_JSON_MAX_BYTES)", calls_length).marker))
+        elif row.get("role") == "assistant" or calls not in (None, "", b""):
+            problem = tool_calls_problem(calls)
+            if problem is not None:
+                msg.undecodable.append(("tool_calls", problem.marker))
         if row.get("role") == "assistant":
-            msg.tool_calls = parse_tool_calls(row.get("tool_calls"))
+            msg.tool_calls = [{**call, "name": visible_text(call["name"]), "arguments": visible_text(call["arguments"])}
+                              for call in parse_tool_calls(calls)]
         return msg
 
     def _pair_tools(self, messages: list[Message]) -> None:
@@ -331,6 +429,25 @@ class Transcript:
         cur = self.conn.execute(sql, (self.session_id, msg_id))
         row = cur.fetchone()
         return dict(zip([d[0] for d in cur.description], row)) if row else None
+
+    def text_damage(self) -> dict[str, int]:
+        """How many visible rows hold text that is not valid UTF-8 (``invalid_utf8``)
+        and how many hold control characters (``control``, :data:`CONTROL_RE`; the
+        leading NUL of structured content excepted), over every text column.
+        One statement; each value passes through Python once as bytes (a
+        registered function), so an export can say so in its header before
+        streaming the rows."""
+        names = [c for c in TEXT_COLUMNS if c in self.present]
+        if not names:
+            return {"invalid_utf8": 0, "control": 0}
+        self.conn.create_function("hermes_text_damage", -1, _text_damage, deterministic=True)
+        args = ", ".join(f"CAST({c} AS BLOB)" for c in names)
+        counts = {0: 0, 1: 0, 2: 0, 3: 0}
+        for bits, n in self.conn.execute(
+                f"SELECT hermes_text_damage({args}) AS bits, COUNT(*) FROM {self.source} "
+                f"WHERE session_id = ?{self.visible} GROUP BY bits", (self.session_id,)):
+            counts[bits] = n
+        return {"invalid_utf8": counts[1] + counts[3], "control": counts[2] + counts[3]}
 
     def iter_rows(self, chunk: int = 200):
         """Every visible row with full texts, in id order, ``chunk`` rows per query.

@@ -5,6 +5,8 @@ import json
 
 from django import template
 
+from ..stores.jsondecode import Undecodable, decode, depth_of, limits
+
 register = template.Library()
 
 
@@ -29,12 +31,17 @@ def epoch_utc(value):
 
 @register.filter
 def pretty_json(value):
-    """Indented JSON for a JSON string or value; unparseable text is returned as is."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
+    """Indented JSON for a JSON string or value (decoded through
+    ``stores.jsondecode``); text that is not JSON is returned as is, a value past
+    the size or depth limits as its "undecodable" marker followed by the text."""
+    if isinstance(value, (str, bytes)):
+        decoded = decode(value)
+        if isinstance(decoded, Undecodable):
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            return text if decoded.kind == "syntax" else f"{decoded.marker}\n{text[:20_000]}"
+        value = decoded
+    elif depth_of(value, stop=limits()[1]) > limits()[1]:
+        return Undecodable("depth", f"nested deeper than {limits()[1]} levels").marker
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 

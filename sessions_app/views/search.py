@@ -112,7 +112,7 @@ def profile_search(request, store):
     status = 200
     if query:
         try:
-            with store.read(budget=settings.HERMES_QUERY_BUDGET) as conn:
+            with store.read(budget=settings.HERMES_QUERY_BUDGET, lenient=True) as conn:
                 caps = store.capabilities(conn)
                 results = search(conn, caps.columns("messages"), caps.columns("sessions"), query,
                                  limit=size, before=before)

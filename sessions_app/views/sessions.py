@@ -165,7 +165,7 @@ def session_detail(request, store, session_id):
     include_inactive = request.GET.get("inactive") == "1"
     size = _int(request.GET.get("size"), 100)
     size = size if size in TRANSCRIPT_SIZES else 100
-    with store.read() as conn:
+    with store.read(lenient=True) as conn:
         caps = store.capabilities(conn)
         session = _session_row(store, caps, session_id)
         transcript = transcript_for(conn, caps, session_id, include_inactive)
@@ -303,7 +303,7 @@ def message_markers(findings) -> dict[int, list]:
 @store_view
 def message_raw(request, store, session_id, message_id):
     """One message's full content as plain text (long tool outputs are cut on pages)."""
-    with store.read() as conn:
+    with store.read(lenient=True) as conn:
         caps = store.capabilities(conn)
         row = transcript_for(conn, caps, session_id, include_inactive=True).message(message_id)
     if row is None:

@@ -208,6 +208,15 @@ def test_repair_leftovers(store):
     assert f.evidence["repair_ledger"]["failed_attempts"] == 3
 
 
+@pytest.mark.parametrize("ledger", ["[" * 5000 + "]" * 5000, '{"failed_attempts": 3, "pad": "' + "p" * 2**21 + '"}'],
+                         ids=["deep", "huge"])
+def test_a_ledger_too_deep_or_too_large_is_ignored_and_the_check_runs(store, ledger):
+    s = store("research")
+    (s.path.parent / "state.db.repair-attempts.json").write_text(ledger)
+    report = run_store_checks(s, now=soon(s))
+    assert report.failed_checks == [] and not findings(report, "repair_leftovers")
+
+
 # --------------------------------------------------------------------------- leases and dependents
 
 def test_stale_leases_and_locks(store):

@@ -201,3 +201,43 @@ def test_a_bad_store_is_logged_once(admin_client, hermes_home, caplog):
             admin_client.get("/sessions/")
     lines = [r for r in caplog.records if "profiles/bad/state.db" in r.getMessage()]
     assert len(lines) == 1
+
+
+def test_a_wal_without_its_store_is_damaged_and_no_store_is_created(admin_client, hermes_home):
+    """A real 0.19.0 writer appends a turn and dies before closing (its WAL stays);
+    then the main file is deleted. The rows live only in the -wal: the profile is
+    reported damaged with why, and nothing creates a new state.db beside it."""
+    from sessions_app.actions.heal import heal
+    from sessions_app.stores import registry
+    from tests.checks.helpers import hermes, store_of
+
+    lost = add_profile(hermes_home, "lost")
+    shutil.copy(FIXTURE_HOME / "state.db", lost / "state.db")
+    hermes(store_of(hermes_home, "lost"), f"""
+        db.append_message({IDS['cli_main']!r}, role="user", content="only in the WAL")
+        os._exit(0)  # killed: no checkpoint, the -wal stays
+    """)
+    wal = lost / "state.db-wal"
+    assert wal.stat().st_size > 0
+    (lost / "state.db").unlink()
+    wal_before = sha(wal)
+
+    row = overview_row(admin_client, "lost")
+    assert " corrupt " in row and "state.db is gone but state.db-wal" in row and "may exist only in that" in row
+    page = admin_client.get("/p/lost/")
+    assert page.status_code == 503 and "creates no store here" in page.content.decode()
+    listing = admin_client.get("/sessions/?size=200").content.decode()
+    assert "Profile <a href=\"/p/lost/\">lost</a> was skipped: corrupt" in listing
+    report = heal([registry.get("lost")])
+    entry = report["profiles"][0]
+    assert entry["status"] == "corrupt" and "state.db-wal" in entry["error"]
+    assert not (lost / "state.db").exists()
+    assert sha(wal) == wal_before
+
+
+def test_a_lone_shm_is_damaged_too(admin_client, hermes_home):
+    lost = add_profile(hermes_home, "lost")
+    (lost / "state.db-shm").write_bytes(b"\0" * 32768)
+    row = overview_row(admin_client, "lost")
+    assert " corrupt " in row and "state.db-shm" in row and "still have the deleted store open" in row
+    assert not (lost / "state.db").exists()
