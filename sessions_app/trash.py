@@ -15,13 +15,15 @@ tables whose columns have no declared type, so no value is converted on the way
 back the same way. Nothing here opens ``state.db`` as a plain file (ground rule 5).
 
 An entry is ``pending`` while its deletion runs, ``deleted`` once the store
-transaction committed, ``restored`` after a restore; when the deletion does not
-happen the entry is removed. A ``pending`` entry left by an interruption after
-the store committed can still be restored (its sessions are then absent). Entries older than the retention
+transaction committed, ``restoring`` while a restore runs, ``restored`` after it;
+when the deletion does not happen the entry is removed. An entry a killed process
+left ``pending`` or ``restoring`` is settled by the next heal run from what the
+store holds (``actions/deletion/resume.py``). Entries older than the retention
 (``HERMES_TRASH_RETENTION_DAYS``) are removed by ``manage.py purge_trash``, as
 are the leftover-file folders ``trash/files/<stamp>/`` of ``remove_leftover_files``;
-a ``pending`` entry only once it is also older than ``PENDING_GRACE_DAYS``, so
-``--older-than 0`` never removes the entry of a deletion that is still running.
+never an unfinished entry holding rows, and a ``pending`` one without rows only once
+it is also older than ``PENDING_GRACE_DAYS``, so ``--older-than 0`` never removes
+the entry of a deletion that is still running.
 """
 
 from __future__ import annotations
@@ -160,6 +162,22 @@ def list_entries(profile: str | None = None) -> list[TrashEntry]:
     return found
 
 
+def holds_rows(entry: TrashEntry) -> bool:
+    """Whether the entry's export happened (it names its targets and has its rows file)."""
+    return bool(entry.manifest.get("targets")) and entry.rows_path.exists()
+
+
+def unfinished_targets(store_path) -> set[str]:
+    """Session ids of ``store_path``'s entries left ``pending`` (with rows) or
+    ``restoring`` by an interrupted process: their files are not leftovers."""
+    found: set[str] = set()
+    for entry in list_entries():
+        if entry.manifest.get("store_path") == str(store_path) and (
+                entry.state == "restoring" or (entry.state == "pending" and holds_rows(entry))):
+            found.update(entry.manifest.get("targets") or ())
+    return found
+
+
 def discard(entry: TrashEntry) -> None:
     """Remove an entry whose deletion did not happen (nothing of the store is in it)."""
     shutil.rmtree(entry.path, ignore_errors=True)
@@ -254,8 +272,12 @@ def expired(now: float | None = None, older_than_days: float | None = None) -> l
     pending_limit = min(limit, now - PENDING_GRACE_DAYS * 86400)
     found: list[Purged] = []
     for entry in list_entries():
-        # A pending entry past the grace belongs to a deletion interrupted long ago
-        # (a running one is seconds old): it goes with the others.
+        # An unfinished entry holding exported rows is settled by the next heal run
+        # (actions/deletion/resume.py), never purged: it may hold the only copy of a
+        # session's rows or files. A pending entry past the grace without rows
+        # belongs to a deletion interrupted before its export: it holds nothing.
+        if entry.state == "restoring" or (entry.state == "pending" and holds_rows(entry)):
+            continue
         start = entry.deleted_at
         if start is not None and start <= (pending_limit if entry.state == "pending" else limit):
             found.append(Purged("entry", str(entry.path), entry.profile, (now - start) / 86400, entry.state,

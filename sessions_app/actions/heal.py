@@ -18,6 +18,7 @@ from ..checks import run_store_checks
 from ..runs import ProfileReport, RunReport, finding_json, iso
 from ..stores.store import Store
 from .base import Plan
+from .deletion.resume import finish_unfinished
 from .engine import Applier
 from .guarded import Outcome
 from .registry import plan_for
@@ -63,6 +64,13 @@ def heal(
     return report.as_json()
 
 
+def _resumed_json(outcome: Outcome) -> dict:
+    entry = outcome.entry
+    targets = list(entry.manifest.get("targets") or []) if entry is not None else []
+    return {"action": "finish_interrupted", "session_id": targets[0] if targets else None,
+            "status": outcome.report_status, "reason": outcome.reason, "changes": []}
+
+
 def _error(report) -> str | None:
     """The entry's ``error``: the store's own, else which checks could not run (their
     findings are unknown, so the pass is incomplete and exits 2)."""
@@ -77,6 +85,9 @@ def _error(report) -> str | None:
 def _heal_store(store: Store, everything: list[Store], only: list[str], apply: bool,
                 applier: Applier) -> ProfileReport:
     others = [s for s in everything if s.key != store.key]
+    resumed = []
+    if apply:  # a deletion or restore a killed process left halfway is finished first
+        resumed = [o for o in finish_unfinished(store, applier) if o.status != "skipped"]
     report = run_store_checks(store, only=only or None, other_stores=others)
     entry = ProfileReport(profile=store.key, root=str(store.profile.root), path=str(store.path),
                           status=report.status, schema_version=report.schema_version, error=_error(report),
@@ -113,7 +124,7 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
             outcomes.append(applier.apply(store, plan))
         else:
             outcomes.append(Outcome(plan, "skipped" if plan.blocked else "planned", plan.blocked))
-    entry.actions = [o.as_json() for o in outcomes]
+    entry.actions = [_resumed_json(o) for o in resumed] + [o.as_json() for o in outcomes]
     if apply:
         backup = applier.backups.get(str(store.path))
         entry.backup = backup.path if backup else None

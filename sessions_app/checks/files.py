@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 
+from .. import trash
 from ..stores import copies, jsonl, session_files
 from ..stores.jsondecode import read_json_file
 from .base import Check, capped, chunks, placeholders, plural
@@ -346,8 +347,11 @@ class LeftoverFiles(Check):
         if not scanned:
             return
         present = existing_ids(ctx, list(scanned)) | ids_with_messages(ctx, list(scanned))
+        # A deletion or restore a killed process left halfway owns its sessions' files
+        # until the next heal run finishes it (actions/deletion/resume.py).
+        unfinished = trash.unfinished_targets(ctx.store.path)
         for sid, files in sorted(scanned.items()):
-            if sid in present:
+            if sid in present or sid in unfinished:
                 continue  # a row, or messages whose row may come back (orphan_messages)
             if files.jsonl is not None and (jsonl_gap(ctx, files).file.messages or jsonl_gap(ctx, files).file.unread):
                 continue  # messages to import, or lines too large to read: transcript_on_disk_only reports it

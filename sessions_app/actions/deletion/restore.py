@@ -175,6 +175,25 @@ def insert_back(conn, caps) -> tuple[dict[str, int], dict]:
     return counts, report
 
 
+def move_files_back(store, entry) -> tuple[list[str], list[str], list[str]]:
+    """Move the entry's files back into the profile's ``sessions/``: ``(moved, kept
+    in the trash because the name is taken, problems)``; never an overwrite."""
+    moved, kept, problems = [], [], []
+    folder = store.profile.sessions_dir
+    if entry.files_dir.is_dir():
+        for name in sorted(os.listdir(entry.files_dir)):
+            if os.path.lexists(folder / name):
+                kept.append(name)
+                continue
+            try:
+                folder.mkdir(exist_ok=True)
+                # A name taken since the check gets a free name: never an overwrite.
+                moved.append(move_without_loss(entry.files_dir / name, folder / name).name)
+            except OSError as exc:
+                problems.append(f"file {name} not moved back (still in the trash entry): {exc}")
+    return moved, kept, problems
+
+
 class RestoreWrite(Write):
     """Put ``entry`` back into ``store`` (its own store, where it was deleted from)."""
 
@@ -210,6 +229,15 @@ class RestoreWrite(Write):
         if not ctx.inside:
             refuse_live_restore(ctx.store, ctx.conn, ctx.caps,
                                 self.targets + to_reattach(ctx.conn, ctx.caps, self.children))
+            # Said before the store is written: a process killed after the commit
+            # leaves "restoring", which the next run settles by the store
+            # (resume.py) instead of a "deleted" entry whose rows are back.
+            self.previous_state = self.entry.state
+            self.entry.update(state="restoring")
+
+    def discard(self, outcome):
+        if self.entry.state == "restoring":
+            self.entry.update(state=getattr(self, "previous_state", "deleted"))
 
     def execute(self, ctx):
         reattach = to_reattach(ctx.conn, ctx.caps, self.children)
@@ -224,19 +252,8 @@ class RestoreWrite(Write):
         outcome.done = (f"restored from the trash ({entry.id}): {len(targets)} session(s), "
                         f"{outcome.counts.get('messages', 0)} message row(s)")
         entry.update(state="restored", restored_at=time.time(), restored_by=writer.actor_label, restore_report=report)
-        moved, kept, problems = [], [], []
+        moved, kept, problems = move_files_back(store, entry)
         folder = store.profile.sessions_dir
-        if entry.files_dir.is_dir():
-            for name in sorted(os.listdir(entry.files_dir)):
-                if os.path.lexists(folder / name):
-                    kept.append(name)
-                    continue
-                try:
-                    folder.mkdir(exist_ok=True)
-                    # A name taken since the check gets a free name: never an overwrite.
-                    moved.append(move_without_loss(entry.files_dir / name, folder / name).name)
-                except OSError as exc:
-                    problems.append(f"file {name} not moved back (still in the trash entry): {exc}")
         outcome.counts["files"] = len(moved)
         outcome.changes += [{"op": "move", "table": "file", "key": {"name": n}, "before": str(entry.files_dir / n),
                              "after": str(folder / n)} for n in moved]
