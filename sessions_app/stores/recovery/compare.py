@@ -59,13 +59,16 @@ def store_messages(conn: sqlite3.Connection, caps, session_id: str) -> list[Stor
         visible = f"(active IS NULL OR active != 0{compacted})"
     else:
         visible = "1"
+    # Text read as bytes and decoded leniently: one row of invalid UTF-8 (salvaged
+    # pages, other writers) must not stop the analysis of the whole session.
     cur = conn.execute(
-        f"SELECT id, role, CAST(content AS BLOB), tool_call_id, tool_calls, tool_name, {visible}, timestamp "
+        f"SELECT id, CAST(role AS BLOB), CAST(content AS BLOB), CAST(tool_call_id AS BLOB), "
+        f"CAST(tool_calls AS BLOB), CAST(tool_name AS BLOB), {visible}, timestamp "
         "FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
     out = []
     for mid, role, content, call_id, calls, name, vis, ts in cur:
-        if isinstance(content, bytes):
-            content = content.decode("utf-8", "replace")
+        role, content, call_id, calls, name = (
+            v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in (role, content, call_id, calls, name))
         ts = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
         out.append(StoreMessage(mid, role, jsonl.message_key(role, content, call_id, calls), name, bool(vis), ts,
                                 jsonl.normal_content(content) if role == "user" else None))
