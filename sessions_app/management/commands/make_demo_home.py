@@ -3,9 +3,11 @@
 The fixtures (``tests/fixtures/hermes_home``) were written by the real hermes-agent
 releases through their own ``SessionDB`` (``scripts/make_fixtures.py``). They are
 copied, never browsed in place, so nothing the dashboard does can change them.
-Prints the demo root's path on stdout.
+Prints the demo root's path on stdout. The copy is private like the rest of the
+data folder (folders 0700, files 0600): ``copytree`` would keep the checkout's modes.
 """
 
+import os
 import shutil
 from pathlib import Path
 
@@ -30,4 +32,15 @@ class Command(BaseCommand):
             shutil.rmtree(dest)
         if not dest.exists():
             shutil.copytree(FIXTURE_HOME, dest, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+            _make_private(dest)
         self.stdout.write(str(dest))
+
+
+def _make_private(root: Path) -> None:
+    """Folders 0700, files 0600 (a fresh copy: no process has its stores open yet)."""
+    os.chmod(root, 0o700)
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(folder, name), 0o700)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o600)
