@@ -1,6 +1,9 @@
-from django.urls import include, path
+from django.urls import include, path, register_converter
 
+from .converters import RowIdConverter
 from .views import audit, health, profiles, sessions
+
+register_converter(RowIdConverter, "rowid")
 
 urlpatterns = [
     path("", profiles.overview, name="overview"),
@@ -17,7 +20,7 @@ urlpatterns = [
     path("p/<str:profile>/heal/", health.heal_profile, name="heal_profile"),
     path("p/<str:profile>/s/<path:session_id>/repair/", health.repair_preview, name="repair_preview"),
     path("p/<str:profile>/s/<path:session_id>/repair/apply/", health.repair_apply, name="repair_apply"),
-    path("p/<str:profile>/s/<path:session_id>/m/<int:message_id>/", sessions.message_raw, name="message_raw"),
+    path("p/<str:profile>/s/<path:session_id>/m/<rowid:message_id>/", sessions.message_raw, name="message_raw"),
     path(
         "p/<str:profile>/s/<path:session_id>/export.<str:fmt>",
         sessions.session_export,
