@@ -80,6 +80,24 @@ def test_the_lockout_ends_after_the_cool_off(client, alice, settings):
     assert login(client, PASSWORD).status_code == 302
 
 
+def test_each_try_during_a_lockout_starts_it_again(client, alice, settings):
+    settings.AXES_FAILURE_LIMIT = 2
+    for _ in range(2):
+        login(client, "wrong")
+
+    def age(minutes):
+        for attempt in AccessAttempt.objects.all():
+            attempt.attempt_time -= dt.timedelta(minutes=minutes)
+            attempt.save()
+
+    age(10)
+    assert login(client, PASSWORD).status_code == 429  # 10 minutes in: refused, and the clock restarts
+    age(10)
+    assert login(client, PASSWORD).status_code == 429  # 20 minutes after the failures, 10 after the last try
+    age(16)
+    assert login(client, PASSWORD).status_code == 302
+
+
 def test_without_a_cool_off_the_lockout_waits_for_an_admin(client, alice, settings):
     settings.AXES_FAILURE_LIMIT = 2
     settings.AXES_COOLOFF_TIME = None

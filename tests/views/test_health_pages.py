@@ -12,6 +12,7 @@ from tests.actions.conftest import age_store
 from tests.checks.helpers import damage
 from tests.conftest import IDS, ids
 from sessions_app.stores import registry
+from tests.views.markup import without_bidi_markup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DAY = 86_400
@@ -38,7 +39,7 @@ def wait_for(run_id, timeout=60):
 
 
 def text(response):
-    return response.content.decode()
+    return without_bidi_markup(response.content.decode())
 
 
 def test_findings_are_marked_in_place_on_the_session_page(admin_client, home):
