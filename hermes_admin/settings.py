@@ -27,13 +27,28 @@ Environment (all optional):
   ``sessions/<id>.jsonl`` line and file (8 MiB, 512 MiB);
   ``HERMES_ADMIN_JSON_MAX_BYTES`` / ``_JSON_MAX_DEPTH``: limits of one JSON value
   decoded from a store or file (32 MiB, 64 levels).
+- ``HERMES_ADMIN_LOGIN_FAILURES``: failed logins (per user name and address) before
+  a lockout (default 5); ``HERMES_ADMIN_LOCKOUT_MINUTES``: how long it lasts
+  (default 15; ``0``: until ``manage.py axes_reset``).
+- ``HERMES_ADMIN_LOG_FILE``: the log file (default ``<data>/logs/hermes-admin.log``;
+  empty: standard error only).
+
+Importing these settings sets the process umask to ``077`` (``hermes_admin.private``):
+everything the dashboard creates in its data folder is private to its user.
 """
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+
+from hermes_admin.private import apply_umask, make_private_dir, write_private
+
+# First of all, before anything creates a file: every entry point (manage.py,
+# WSGI/ASGI, gunicorn, background jobs) imports these settings.
+apply_umask()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -51,6 +66,10 @@ def env_float(name: str, default: float) -> float:
 
 
 DATA_DIR = Path(os.environ.get("HERMES_ADMIN_DATA") or BASE_DIR / "var").resolve()
+try:  # 0700; an existing looser folder is reported by the data_folder system check
+    make_private_dir(DATA_DIR)
+except OSError:
+    pass  # an unwritable data folder is reported by the commands that need it
 
 
 def _secret_key() -> str:
@@ -63,11 +82,12 @@ def _secret_key() -> str:
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        make_private_dir(DATA_DIR)
         key = secrets.token_urlsafe(50)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never readable by others
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key)
+        try:
+            write_private(path, key)  # 0600 from the first byte
+        except FileExistsError:  # another process started at the same moment
+            return path.read_text().strip()
         return key
 
 
@@ -98,6 +118,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
+    "csp",
     "sessions_app",
 ]
 
@@ -112,7 +134,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "hermes_admin.urls"
@@ -161,6 +186,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# django-axes first: it refuses a locked-out user name/address before any
+# password is checked (issue 13: 200 wrong passwords were all checked).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = max(1, int(env_float("HERMES_ADMIN_LOGIN_FAILURES", 5)))
+# Per user name *and* address: a stranger cannot lock an admin out from elsewhere,
+# and behind a proxy (one address for everyone) other users keep logging in.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+_LOCKOUT_MINUTES = env_float("HERMES_ADMIN_LOCKOUT_MINUTES", 15)
+AXES_COOLOFF_TIME = timedelta(minutes=_LOCKOUT_MINUTES) if _LOCKOUT_MINUTES > 0 else None
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "sessions_app.views.login.locked_out"
+AXES_VERBOSE = False  # lockouts are audit events and log lines of our own
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"
@@ -179,6 +220,28 @@ except OSError:
     pass
 # Serve straight from the finders so a fresh checkout needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
+# Files Django's storages write (collectstatic into <data>/static) stay private
+# too: Django's default would be 0644 whatever the umask.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+
+# Content-Security-Policy (django-csp): scripts, styles, requests and forms from
+# this origin only; no inline script or style anywhere (htmx is a static file and
+# its indicator style is in app.css, see _base.html), no framing.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
 
 # Hermes roots: parsed here, resolved (HERMES_HOME, ~/.hermes) at discovery time.
 HERMES_ROOTS = [p for p in os.environ.get("HERMES_ROOTS", "").split(os.pathsep) if p.strip()]
@@ -225,10 +288,28 @@ HERMES_JSON_MAX_DEPTH = int(env_float("HERMES_ADMIN_JSON_MAX_DEPTH", 64))
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
 HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 
+# Logging: standard error (gunicorn's error log, the journal, the terminal) and,
+# unless HERMES_ADMIN_LOG_FILE is empty, a private file in the data folder. With
+# DEBUG off Django itself logs nothing by default: server errors (the 500 page
+# says "the error was logged") go to django.request, configured here.
+LOG_FILE = os.environ.get("HERMES_ADMIN_LOG_FILE", str(DATA_DIR / "logs" / "hermes-admin.log")).strip()
+_HANDLERS = ["console", "file"] if LOG_FILE else ["console"]
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"sessions_app": {"handlers": ["console"], "level": "INFO"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        **({"file": {"class": "hermes_admin.logfile.PrivateFileHandler", "filename": LOG_FILE,
+                     "formatter": "plain"}} if LOG_FILE else {}),
+    },
+    "loggers": {
+        "sessions_app": {"handlers": _HANDLERS, "level": "INFO", "propagate": False},
+        # 5xx with their tracebacks; 4xx stay out of the log (every 404 would be a line).
+        "django.request": {"handlers": _HANDLERS, "level": "ERROR", "propagate": False},
+        # Suspicious requests (bad Host header, CSRF failures), failed system checks.
+        "django": {"handlers": _HANDLERS, "level": "WARNING", "propagate": False},
+        "axes": {"handlers": _HANDLERS, "level": "ERROR", "propagate": False},  # failed logins: our own lines
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},  # runserver's request lines
+    },
 }

@@ -1,8 +1,10 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from sessions_app.views.login import LoginView
+
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("sessions_app.urls")),
 ]

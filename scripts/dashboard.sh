@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the dashboard (the README's first command).
 # Creates .venv with Python 3.11, installs requirements.txt, migrates the dashboard's
-# own database, makes sure a login exists, and serves on http://127.0.0.1:${PORT:-8000}/.
+# own database, makes sure a login exists, and serves on http://127.0.0.1:${PORT:-8000}/
+# with gunicorn (HERMES_ADMIN_RELOAD=1: reload on code changes, development only).
 # Browses HERMES_ROOTS, else HERMES_HOME's root, else ~/.hermes; with none of them it
 # builds a demo Hermes home (stores written by real hermes-agent releases, with
 # damage to find and repair) in the data folder and browses that, with a live demo
@@ -29,4 +30,8 @@ if [ -z "${HERMES_ROOTS:-}" ] && [ -z "${HERMES_HOME:-}" ] && [ ! -d "$HOME/.her
   trap 'kill "$DEMO_AGENT" 2>/dev/null || true' EXIT
 fi
 .venv/bin/python manage.py ensure_admin
-exec .venv/bin/python manage.py runserver --noreload "127.0.0.1:${PORT:-8000}"
+# Served by gunicorn (settings in gunicorn.conf.py), static files by WhiteNoise, as
+# in production. HERMES_ADMIN_RELOAD=1 (development only) restarts the workers
+# when the code, a template or a static file changes.
+echo "Serving on http://127.0.0.1:${PORT:-8000}/" >&2
+exec .venv/bin/gunicorn --config gunicorn.conf.py --bind "127.0.0.1:${PORT:-8000}"

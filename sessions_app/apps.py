@@ -21,3 +21,5 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self):
         post_migrate.connect(make_data_folders, sender=self, dispatch_uid="sessions_app.make_data_folders")
+        from . import system_checks  # noqa: F401  (registers the data-folder check)
+        from . import login_audit  # noqa: F401  (audits failed logins)

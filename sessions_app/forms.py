@@ -2,6 +2,7 @@
 
 from django import forms
 
+from .bidi import isolate
 from .stores.listing import ORDERS, Filters
 
 
@@ -19,11 +20,12 @@ class SessionFilterForm(forms.Form):
 
     def __init__(self, *args, profiles=(), sources=(), checks=(), **kwargs):
         super().__init__(*args, **kwargs)
+        # Labels isolated: sources come from the stores, profile keys from folder names.
         self.fields["check"].choices = [("", "any health")] + [(c, c) for c in checks]
-        self.fields["profile"].choices = [(p, p) for p in profiles]
+        self.fields["profile"].choices = [(p, isolate(p)) for p in profiles]
         self.fields["profile"].widget.attrs["size"] = min(max(len(profiles), 2), 8)
         self.fields["profile"].help_text = "Ctrl-click to pick several"
-        self.fields["source"].choices = [("", "any source")] + [(s, s) for s in sources]
+        self.fields["source"].choices = [("", "any source")] + [(s, isolate(s)) for s in sources]
 
     def filters(self) -> Filters:
         # An invalid field is dropped from cleaned_data; the valid ones still apply.

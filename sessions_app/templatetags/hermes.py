@@ -1,4 +1,4 @@
-"""Template filters for store values (epoch seconds, JSON)."""
+"""Template filters for store values (epoch seconds, JSON, bidi isolation)."""
 
 import datetime as dt
 import json
@@ -6,6 +6,7 @@ import json
 from django import template
 
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
+from ..bidi import isolate as _isolate
 
 register = template.Library()
 
@@ -57,3 +58,11 @@ def get_item(mapping, key):
 def dash(value):
     """``—`` for None or empty values."""
     return "—" if value in (None, "") else value
+
+
+@register.filter(is_safe=True)
+def isolate(value):
+    """A store value for plain-text places (``<title>``, ``<option>``): wrapped in
+    FSI…PDI so an unclosed bidi override in it cannot reorder the text after it
+    (``sessions_app.bidi``). In HTML text use ``<bdi>`` or ``dir="auto"`` instead."""
+    return _isolate(value)

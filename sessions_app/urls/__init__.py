@@ -4,9 +4,12 @@ A session id may contain "/" (ids come from the store, not from us), so the bare
 session route comes last: no longer ``p/<profile>/s/<id>/…`` route may be shadowed.
 """
 
-from django.urls import include, path
+from django.urls import include, path, register_converter
 
+from ..converters import RowIdConverter
 from ..views import sessions as session_views
+
+register_converter(RowIdConverter, "rowid")  # a message id SQLite can hold (64-bit), else 404
 
 urlpatterns = [
     path("", include("sessions_app.urls.sessions")),

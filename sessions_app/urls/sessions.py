@@ -10,6 +10,6 @@ urlpatterns = [
     path("sessions/", sessions.session_list, name="session_list"),
     path("p/<str:profile>/", profiles.profile_detail, name="profile"),
     path("p/<str:profile>/search/", search.profile_search, name="profile_search"),
-    path("p/<str:profile>/s/<path:session_id>/m/<int:message_id>/", sessions.message_raw, name="message_raw"),
+    path("p/<str:profile>/s/<path:session_id>/m/<rowid:message_id>/", sessions.message_raw, name="message_raw"),
     path("p/<str:profile>/s/<path:session_id>/export.<str:fmt>", sessions.session_export, name="session_export"),
 ]

@@ -8,7 +8,7 @@ from functools import wraps
 from django.core.exceptions import PermissionDenied
 from django.views import defaults
 from django.db import DatabaseError
-from django.http import Http404
+from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 
 from ..stores import registry
@@ -63,6 +63,20 @@ def require_perm(codename: str):
             return view(request, *args, **kwargs)
         return wrapper
     return decorator
+
+
+def refuse_token(request, action: str, reason: str, store: Store | None = None, session_ids=()) -> HttpResponseBadRequest:
+    """A forged, corrupted or misplaced signed token (repair plan, migration plans):
+    one audit event (``action``, outcome ``refused``, nothing done) and HTTP 400,
+    as deletion does with its confirmation tokens (``views.delete``)."""
+    from ..audit import record
+
+    name = request.user.get_username() if request.user.is_authenticated else "anonymous"
+    record(actor=request.user if request.user.is_authenticated else None, actor_label=name, action=action[:64],
+           profile=store.key if store else "", store_path=str(store.path) if store else "",
+           session_ids=[str(s) for s in session_ids], outcome="refused", reason=f"{reason}; nothing was done",
+           plan={"path": request.path}, request_address=request.META.get("REMOTE_ADDR"))
+    return HttpResponseBadRequest(f"{reason[:1].upper()}{reason[1:]}; nothing was done.", content_type="text/plain")
 
 
 def permission_denied(request, exception=None):

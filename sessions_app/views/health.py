@@ -24,9 +24,10 @@ from ..models import HealRun
 from ..secrets import mask, mask_value, masking_for
 from ..stores import liveness
 from ..stores import registry
-from .common import require_perm, store_view
+from .common import refuse_token, require_perm, store_view
 
 PLAN_SALT = "repair-plan"
+REPAIR_REFUSED = "repair_apply"  # audit action of a refused plan token
 PLAN_MAX_AGE = 3600  # seconds a previewed plan stays valid
 
 
@@ -168,9 +169,12 @@ def repair_apply(request, store, session_id):
         url = reverse("repair_preview", args=[store.key, session_id])
         return redirect(f"{url}?{urlencode({'check': request.POST.get('check', '')})}")
     except signing.BadSignature:
-        raise Http404("Invalid plan")
-    if data.get("profile") != store.key or data.get("session_id") != session_id:
-        raise Http404("Plan does not belong here")
+        return refuse_token(request, REPAIR_REFUSED, "invalid repair plan (forged or corrupted token)", store,
+                            [session_id])
+    if not isinstance(data, dict) or data.get("profile") != store.key or data.get("session_id") != session_id:
+        found = f"{data.get('profile')} {data.get('session_id')}" if isinstance(data, dict) else "nothing"
+        return refuse_token(request, REPAIR_REFUSED, f"the repair plan belongs to another session ({found})", store,
+                            [session_id])
     action = ACTIONS.get(data.get("action", ""))
     if action is None or not request.user.has_perm(f"sessions_app.{action.permission}"):
         raise PermissionDenied  # e.g. a move needs delete_sessions, not only run_heal

@@ -21,6 +21,7 @@ import logging
 import sqlite3
 from dataclasses import asdict
 
+from django.contrib import messages as flash
 from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -35,11 +36,12 @@ from ..secrets import mask, mask_value, masking_for
 from ..stores import jsonl, registry
 from ..stores.connection import classify_error
 from ..stores.transcript import decode_content, structured_text
-from .common import require_perm, store_view
+from .common import refuse_token, require_perm, store_view
 from .health import _start
 
 MIGRATION_CHECKS = ("transcript_on_disk_only", "history_lost", "owner_mismatch")
 PLANS_SALT = "migration-plans"
+MIGRATION_REFUSED = "migrate_apply"  # audit action of refused plan tokens
 PLANS_MAX_AGE = 3600  # seconds a previewed set of plans stays valid
 EXCERPT = 300  # characters of a message shown in the JSONL comparison
 log = logging.getLogger("sessions_app.views")
@@ -103,10 +105,15 @@ def migrate_profile(request, store):
             raise PermissionDenied
         try:
             data = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLANS_MAX_AGE)
+        except signing.SignatureExpired:
+            flash.warning(request, "Those plans are more than an hour old; here they are again, planned afresh.")
+            return redirect("migrate_profile", store.key)
         except signing.BadSignature:
-            raise Http404("Invalid or expired plans; reload the page")
-        if not isinstance(data, list) or not data or any(d.get("profile") != store.key for d in data):
-            raise Http404("Plans do not belong here")
+            return refuse_token(request, MIGRATION_REFUSED, "invalid migration plans (forged or corrupted token)",
+                                store)
+        if not isinstance(data, list) or not data or \
+                any(not isinstance(d, dict) or d.get("profile") != store.key for d in data):
+            return refuse_token(request, MIGRATION_REFUSED, "the migration plans belong to another profile", store)
         if not all(may_apply(request.user, d.get("action", "")) for d in data):
             raise PermissionDenied
         run = _start(request, mode="apply", profiles=[store.key], plans=data, only=list(MIGRATION_CHECKS))

@@ -12,6 +12,7 @@ from tests.actions.conftest import age_store
 from tests.checks.helpers import damage
 from tests.conftest import IDS, ids
 from sessions_app.stores import registry
+from tests.views.markup import without_bidi_markup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DAY = 86_400
@@ -38,7 +39,7 @@ def wait_for(run_id, timeout=60):
 
 
 def text(response):
-    return response.content.decode()
+    return without_bidi_markup(response.content.decode())
 
 
 def test_findings_are_marked_in_place_on_the_session_page(admin_client, home):
@@ -76,8 +77,10 @@ def test_repair_preview_apply_and_result(admin_client, home):
 def test_a_tampered_plan_is_refused(admin_client, home):
     forged = signing.dumps({"profile": "default", "session_id": IDS["long"]}, salt="wrong")
     response = admin_client.post(f"/p/default/s/{IDS['long']}/repair/apply/", {"plan": forged})
-    assert response.status_code == 404
+    assert response.status_code == 400
     assert not HealRun.objects.exists()
+    event = AuditEvent.objects.get(action="repair_apply")  # audited, as a forged delete token is
+    assert event.outcome == "refused" and event.actor.username == "admin" and "forged" in event.reason
 
 
 def test_heal_profile_runs_in_the_background_and_the_page_polls(admin_client, home):

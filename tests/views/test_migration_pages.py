@@ -18,6 +18,7 @@ from sessions_app.stores import registry
 from tests.actions.conftest import age_store
 from tests.checks.helpers import damage
 from tests.conftest import ids
+from tests.views.markup import without_bidi_markup
 
 from .test_health_pages import wait_for
 from .test_roles import ensure_roles
@@ -62,7 +63,7 @@ def client_for(role):
 
 def text(response):
     assert response.status_code == 200, response.status_code
-    return response.content.decode()
+    return without_bidi_markup(response.content.decode())
 
 
 def exists(profile, sid):

@@ -9,12 +9,13 @@ from django.test import Client
 
 from sessions_app.stores.search import fts_expression, split_snippet
 from tests.conftest import PROFILES, ids
+from tests.views.markup import without_bidi_markup
 
 pytestmark = pytest.mark.django_db
 
 
 def html_of(response) -> str:
-    return response.content.decode()
+    return without_bidi_markup(response.content.decode())
 
 
 def hits(html: str) -> list[str]:

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from hermes_admin.private import make_private_dir, write_private
+
 
 class Command(BaseCommand):
     help = "Create the first admin login if none exists, and print how to log in."
@@ -29,7 +31,7 @@ class Command(BaseCommand):
         password = os.environ.get("HERMES_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         User.objects.create_superuser("admin", email="", password=password)
         if not os.environ.get("HERMES_ADMIN_PASSWORD"):
-            settings.DATA_DIR.mkdir(parents=True, exist_ok=True)
-            path.write_text(password + "\n")
-            path.chmod(0o600)
+            make_private_dir(settings.DATA_DIR)
+            path.unlink(missing_ok=True)  # one left from an earlier database
+            write_private(path, password + "\n")  # 0600 from the first byte
         self.stdout.write(f"Created the superuser admin. Log in as admin / {password}")

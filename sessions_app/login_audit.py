@@ -1,0 +1,41 @@
+"""Failed logins are audit events (issue 13: none was recorded).
+
+Django sends ``user_login_failed`` for every refused login, including those
+django-axes refuses during a lockout (its backend raises ``PermissionDenied``
+inside ``authenticate``); axes' own receiver runs first (its app comes first in
+``INSTALLED_APPS``) and marks the request ``axes_locked_out`` when this attempt
+locked the pair or it was locked already. One event per attempt: action
+``login_failed`` or ``login_locked_out``, outcome ``refused``, the typed user name
+(at most 150 characters; the password never) and the address.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.contrib.auth.signals import user_login_failed
+from django.dispatch import receiver
+
+from .audit import record
+
+log = logging.getLogger("sessions_app.security")
+USERNAME_MAX = 150  # Django's own limit for a user name
+
+
+@receiver(user_login_failed, dispatch_uid="sessions_app.audit_failed_login")
+def audit_failed_login(sender, credentials=None, request=None, **kwargs) -> None:
+    username = str((credentials or {}).get("username") or "")[:USERNAME_MAX]
+    address = request.META.get("REMOTE_ADDR") if request is not None else None
+    locked = bool(getattr(request, "axes_locked_out", False))
+    failures = getattr(request, "axes_failures_since_start", None)
+    if locked:
+        reason = f"login as {username!r} refused: locked out after too many failed logins from {address}"
+    else:
+        reason = f"failed login as {username!r} from {address}"
+    record(
+        actor=None, actor_label="anonymous", action="login_locked_out" if locked else "login_failed",
+        profile="", store_path="", session_ids=[], outcome="refused", reason=reason,
+        plan={"username": username, "locked_out": locked, "failures": failures, "path": getattr(request, "path", "")},
+        request_address=address,
+    )
+    (log.warning if locked else log.info)("%s", reason)
