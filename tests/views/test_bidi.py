@@ -18,7 +18,7 @@ import pytest
 from django.contrib.auth import authenticate
 from django.test import RequestFactory
 
-from sessions_app.actions import delete as deletion
+from sessions_app.actions import deletion
 from sessions_app.models import AuditEvent, HealRun
 from sessions_app.stores import registry
 from tests.actions.conftest import age_store, heal
