@@ -69,7 +69,10 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
     """
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     unique = f"{os.getpid()}-{secrets.token_hex(3)}"
-    folder = backups_dir() / "-".join(p for p in (stamp, _slug(store.key), _slug(label), unique) if p)
+    final = backups_dir() / "-".join(p for p in (stamp, _slug(store.key), _slug(label), unique) if p)
+    # Written under a ".partial" name and renamed once verified and described: a
+    # process killed mid-copy leaves a folder purge_backups knows for garbage.
+    folder = final.with_name(final.name + PARTIAL)
     try:
         folder.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
@@ -100,17 +103,28 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
         raise BackupError(f"backup of {store.path} failed: {exc}") from exc
     if result != [("ok",)]:
         # Kept for inspection: the store itself may be damaged; say where it is.
-        raise BackupError(f"backup of {store.path} failed integrity_check ({result[:3]}); copy left in {folder}")
+        kept = final.with_name(final.name + ".unverified")
+        try:
+            os.rename(folder, kept)
+        except OSError:
+            kept = folder
+        raise BackupError(f"backup of {store.path} failed integrity_check ({result[:3]}); copy left in {kept}")
     digest = hashlib.sha256()
     with open(target, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
-    record = BackupRecord(str(target), target.stat().st_size, digest.hexdigest())
+    record = BackupRecord(str(final / "state.db"), target.stat().st_size, digest.hexdigest())
     _write_manifest(folder, store, record)
+    try:
+        os.rename(folder, final)
+    except OSError as exc:
+        raise BackupError(f"the verified backup could not be put in place ({exc.strerror or exc}); "
+                          f"it is in {folder}") from exc
     return record
 
 
 MANIFEST = "backup.json"
+PARTIAL = ".partial"  # suffix of a backup folder still being written
 MANIFEST_MAX_BYTES = 1024 * 1024  # a manifest is a few fields; a bigger one is not ours
 
 
@@ -155,6 +169,13 @@ def list_backups(known: dict[str, tuple[str, str]] | None = None) -> list[Backup
         folder = root / name
         if not folder.is_dir() or folder.is_symlink():
             continue
+        if name.endswith(PARTIAL):  # a copy still being taken, or one a killed process left
+            try:
+                found.append(Backup(str(folder), "", "", folder.stat().st_mtime,
+                                    sum(_size(p) for p in folder.iterdir() if p.is_file()), False))
+            except OSError:
+                pass
+            continue
         size = sum(_size(p) for p in folder.iterdir() if p.is_file())
         try:
             meta = read_json_file(folder / MANIFEST, max_bytes=MANIFEST_MAX_BYTES)  # Undecodable: TypeError below
@@ -198,4 +219,8 @@ def expired_backups(now: float | None = None, older_than_days: float | None = No
             by_store.setdefault(b.store_path, []).append(b)
     for copies in by_store.values():
         kept.update(b.path for b in copies[-keep:])
-    return [b for b in backups if b.created_at <= limit and b.path not in kept]
+    # A ".partial" folder older than the grace is what a killed backup left: garbage,
+    # whatever the retention (it never held a verified copy).
+    partial_limit = now - GRACE_SECONDS
+    return [b for b in backups if b.path not in kept and (
+        b.created_at <= limit or (b.path.endswith(PARTIAL) and b.created_at <= partial_limit))]

@@ -123,3 +123,40 @@ def test_purge_waits_for_a_running_heal(hermes_home):
     newer = _backups(hermes_home, "ops", 1)[0]
     assert _purge("--older-than", "1", "--keep", "1")["purged"][0]["path"] == str(Path(record.path).parent)
     assert Path(newer.path).exists()
+
+
+def test_a_backup_killed_midway_is_garbage_for_purge_after_the_grace(aged_home, tmp_path):
+    """A real SIGKILL after the copy, before the backup is described and put in place,
+    leaves a ``.partial`` folder: never taken for a verified copy, and purged once it
+    is older than the grace, whatever the retention."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time as clock
+
+    from .conftest import PROJECT, manage_env, run_manage
+
+    data = tmp_path / "run-data"
+    data.mkdir()
+    assert run_manage(["migrate", "-v0"], data).returncode == 0
+    script = (
+        "import os, signal, django\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'hermes_admin.settings')\n"
+        "django.setup()\n"
+        "from sessions_app.stores import backup, registry\n"
+        "backup._write_manifest = lambda *a: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "registry.scan()\n"
+        "backup.backup_store(registry.get('default'), label='killed')\n")
+    env = dict(manage_env(data), HERMES_ROOTS=str(aged_home))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=PROJECT, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    [left] = list((data / "backups").iterdir())
+    assert left.name.endswith(".partial") and (left / "state.db").exists()
+    assert run_manage(["purge_backups", "--json"], data).returncode == 0
+    assert left.exists()  # younger than the grace: it might still be being written
+    old = clock.time() - 2 * 3600
+    os.utime(left, (old, old))
+    done = run_manage(["purge_backups", "--json"], data)
+    assert done.returncode == 0, done.stderr
+    assert not left.exists() and str(left) in done.stdout
