@@ -97,6 +97,18 @@ def test_a_second_run_waits_for_no_one_and_says_who_holds_the_lock(aged_home):
     assert code == 2 and "another heal run is in progress" in text and "run #7 by alice" in text
 
 
+def test_a_lock_conflict_with_json_prints_the_error_document(aged_home):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    with run_lock("heal", label="run #8 by bob"), pytest.raises(CommandError) as refused:
+        call_command("heal_sessions", "--all-profiles", "--json", stdout=out, stderr=StringIO())
+    report = json.loads(out.getvalue())
+    assert refused.value.returncode == 2 and report["profiles"] == [] and "run #8 by bob" in report["error"]
+
+
 def test_unwritable_data_folder_exits_2(aged_home, tmp_path):
     data = tmp_path / "ro-data"
     data.mkdir()
@@ -222,7 +234,7 @@ def test_a_root_that_is_not_a_hermes_home_fails_loudly(hermes_home, tmp_path):
     from django.test import Client
     client = Client()
     client.force_login(User.objects.create_superuser("root-admin", password="x"))
-    assert f"Root skipped: <code>{stray}: not a Hermes home" in client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"Root skipped: <code dir="auto">{stray}: not a Hermes home" in client.get(f"/runs/{run.pk}/").content.decode()
     key = report["profiles"][0]["profile"]
     code, report = heal("--root", str(hermes_home), "--root", str(stray), "--profile", key, "--json")
     assert code == 2 and report["skipped_roots"]  # a named profile does not hide a broken root
