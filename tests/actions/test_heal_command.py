@@ -230,7 +230,7 @@ def test_a_root_that_is_not_a_hermes_home_fails_loudly(hermes_home, tmp_path):
     from django.test import Client
     client = Client()
     client.force_login(User.objects.create_superuser("root-admin", password="x"))
-    assert f"Root skipped: <code>{stray}: not a Hermes home" in client.get(f"/runs/{run.pk}/").content.decode()
+    assert f"Root skipped: <code dir=\"auto\">{stray}: not a Hermes home" in client.get(f"/runs/{run.pk}/").content.decode()
     key = report["profiles"][0]["profile"]
     code, report = heal("--root", str(hermes_home), "--root", str(stray), "--profile", key, "--json")
     assert code == 2 and report["skipped_roots"]  # a named profile does not hide a broken root
