@@ -304,12 +304,14 @@ LOGGING = {
                      "formatter": "plain"}} if LOG_FILE else {}),
     },
     "loggers": {
-        "sessions_app": {"handlers": _HANDLERS, "level": "INFO", "propagate": False},
+        # (The root logger has no handler: propagating adds nothing but lets tests see records.)
+        "sessions_app": {"handlers": _HANDLERS, "level": "INFO"},
         # 5xx with their tracebacks; 4xx stay out of the log (every 404 would be a line).
+        # Not propagated: "django" below would write them a second time.
         "django.request": {"handlers": _HANDLERS, "level": "ERROR", "propagate": False},
         # Suspicious requests (bad Host header, CSRF failures), failed system checks.
-        "django": {"handlers": _HANDLERS, "level": "WARNING", "propagate": False},
-        "axes": {"handlers": _HANDLERS, "level": "ERROR", "propagate": False},  # failed logins: our own lines
+        "django": {"handlers": _HANDLERS, "level": "WARNING"},
+        "axes": {"handlers": _HANDLERS, "level": "ERROR"},  # failed logins: our own lines
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},  # runserver's request lines
     },
 }

@@ -101,7 +101,7 @@ def test_bad_store_gets_status_error_page_and_stays_untouched(admin_client, herm
     assert admin_client.get("/p/bad/s/anything/").status_code == 503
 
     listing = admin_client.get("/sessions/?size=200").content.decode()
-    assert "Profile <a href=\"/p/bad/\">bad</a> was skipped" in listing
+    assert "Profile <a href=\"/p/bad/\"><bdi>bad</bdi></a> was skipped" in listing
     # Other profiles keep working.
     assert " ok " in overview_row(admin_client, "default")
     assert f"/p/default/s/{IDS['cli_main']}/" in listing
