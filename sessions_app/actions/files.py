@@ -24,6 +24,19 @@ def _stat(path: Path):
     return [st.st_size, st.st_mtime_ns]
 
 
+def ensure_sessions_dir(folder: Path) -> None:
+    """Create a profile's missing ``sessions/`` folder with the profile folder's own
+    mode (the dashboard's umask is 077, which would lock Hermes out of it when the
+    dashboard runs as a member of the agents' group)."""
+    if folder.is_dir():
+        return
+    folder.mkdir()
+    try:
+        os.chmod(folder, os.stat(folder.parent).st_mode & 0o777)
+    except OSError:
+        pass
+
+
 def move_without_loss(source: Path, target: Path) -> Path:
     """Move one file, never overwriting and never losing bytes appended meanwhile.
 

@@ -62,7 +62,7 @@ from ..stores.connection import classify_error
 from ..stores.store import Store
 from .base import Action, Change, one
 from .guarded import Changed, Refused, Skip, jsonable, refuse_live, store_hazard
-from .files import move_without_loss, session_files_by_id as session_files
+from .files import ensure_sessions_dir, move_without_loss, session_files_by_id as session_files
 from .move_copy import (  # noqa: F401  (NOT_COPIED: what a move never copies, used by tests)
     NOT_COPIED, CopyIntoTarget, RemoveFromSource, copy_difference, message_columns, messages_print,
     target_prompts, unresolved_refs,
@@ -451,7 +451,7 @@ class MoveToOwnerStore(Action):
                     unmoved.append(f"{name} (the target's sessions/ already has one)")
                     continue
                 try:
-                    dest.mkdir(parents=True, exist_ok=True)
+                    ensure_sessions_dir(dest)
                     move_without_loss(folder / name, dest / name)
                     moved.append(name)
                 except OSError as exc:

@@ -18,7 +18,7 @@ import time
 
 from ... import trash
 from ...stores import liveness as live_mod
-from ..files import move_without_loss
+from ..files import ensure_sessions_dir, move_without_loss
 from ..guarded import Mismatch, Refused, Write
 from ..rowcopy import quote
 from .apply import deletion_audit
@@ -186,7 +186,7 @@ def move_files_back(store, entry) -> tuple[list[str], list[str], list[str]]:
                 kept.append(name)
                 continue
             try:
-                folder.mkdir(exist_ok=True)
+                ensure_sessions_dir(folder)
                 # A name taken since the check gets a free name: never an overwrite.
                 moved.append(move_without_loss(entry.files_dir / name, folder / name).name)
             except OSError as exc:
