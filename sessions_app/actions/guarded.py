@@ -53,7 +53,8 @@ from .. import audit
 from ..checks.files import deleted_sidecar_holders
 from ..models import AuditEvent
 from ..stores import liveness
-from ..stores.backup import BackupError, BackupRecord, backup_store
+from ..stores import backup as store_backup
+from ..stores.backup import BackupError, BackupRecord
 from ..stores.schema import Capabilities
 from ..stores.store import Store
 
@@ -406,7 +407,7 @@ class GuardedWriter:
             raise self._backup_failed[key]
         if key not in self.backups:
             try:
-                self.backups[key] = backup_store(store, label=self.backup_label)
+                self.backups[key] = store_backup.backup_store(store, label=self.backup_label)
             except BackupError as exc:
                 if _no_space(exc):
                     self._backup_failed[key] = exc
@@ -502,6 +503,8 @@ class GuardedWriter:
 
 
 def _no_space(exc: BaseException) -> bool:
+    if getattr(exc, "no_space", False):
+        return True
     while exc is not None:
         if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             return True

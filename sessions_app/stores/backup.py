@@ -38,7 +38,13 @@ def _size(path: Path) -> int:
 
 
 class BackupError(Exception):
-    """The copy could not be made or did not verify; nothing may be written then."""
+    """The copy could not be made or did not verify; nothing may be written then.
+    ``no_space``: the data folder's disk lacks the room (retrying in the same run is
+    pointless)."""
+
+    def __init__(self, message: str, no_space: bool = False):
+        super().__init__(message)
+        self.no_space = no_space
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,8 @@ def backup_store(store: Store, label: str = "") -> BackupRecord:
     free = shutil.disk_usage(folder).free
     if free < need:
         folder.rmdir()
-        raise BackupError(f"not enough free space for a backup in {backups_dir()} ({free} bytes free, {int(need)} needed)")
+        raise BackupError(f"not enough free space for a backup in {backups_dir()} ({free} bytes free, "
+                          f"{int(need)} needed)", no_space=True)
     target = folder / "state.db"
     try:
         source = sqlite3.connect(ro_uri(store.path), uri=True, timeout=settings.HERMES_READ_TIMEOUT)

@@ -160,3 +160,28 @@ def test_a_backup_killed_midway_is_garbage_for_purge_after_the_grace(aged_home, 
     done = run_manage(["purge_backups", "--json"], data)
     assert done.returncode == 0, done.stderr
     assert not left.exists() and str(left) in done.stdout
+
+
+def test_a_data_disk_too_small_for_a_backup_is_tried_once_per_store(aged_home, monkeypatch):
+    """With no room for a backup nothing is written, and the backup is not tried again
+    for every planned repair of that store (each try would fill the disk once more)."""
+    from sessions_app.actions.heal import heal
+    from sessions_app.stores import backup as backups
+
+    from ..checks.helpers import damage
+    from .conftest import store
+
+    s = store(aged_home, "edge")
+    with damage(s) as db:
+        for n in range(5):
+            db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', 'q', 1.7e9)",
+                       (f"20260101_000000_{n:06x}",))
+    monkeypatch.setattr(backups, "FREE_MARGIN_BYTES", 1 << 60)  # more room than any disk has
+    tries = []
+    real = backups.backup_store
+    monkeypatch.setattr(backups, "backup_store", lambda *a, **k: tries.append(1) or real(*a, **k))
+    report = heal([s], only=["orphan_messages"], apply=True)
+    actions = report["profiles"][0]["actions"]
+    assert len(actions) == 5 and {a["status"] for a in actions} == {"failed"}
+    assert all("not enough free space" in a["reason"] for a in actions)
+    assert len(tries) == 1
