@@ -20,6 +20,7 @@ from ..stores.store import Store
 from .base import Plan
 from .deletion.resume import finish_unfinished
 from .engine import Applier
+from .reconcile import reconcile
 from .guarded import Outcome
 from .registry import plan_for
 
@@ -85,6 +86,10 @@ def _error(report) -> str | None:
 def _heal_store(store: Store, everything: list[Store], only: list[str], apply: bool,
                 applier: Applier) -> ProfileReport:
     others = [s for s in everything if s.key != store.key]
+    try:  # audit events a killed run left saying "started": the store tells what happened
+        reconcile(store)
+    except Exception:  # an unreadable store says so below; never stop the run for this
+        log.warning("could not reconcile unfinished audit events of %s", store.path, exc_info=True)
     resumed = []
     if apply:  # a deletion or restore a killed process left halfway is finished first
         resumed = [o for o in finish_unfinished(store, applier) if o.status != "skipped"]

@@ -143,3 +143,50 @@ def test_a_restore_killed_after_its_commit_is_finished_with_its_files(aged_home,
     outcomes = audit.execute("SELECT action, outcome FROM sessions_app_auditevent ORDER BY id").fetchall()
     audit.close()
     assert ("restore_session", "applied") in outcomes  # the finishing step, audited
+
+
+REPAIR_KILLER = r"""
+import os, signal, sys
+import django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hermes_admin.settings")
+django.setup()
+from django.core.management import call_command
+from sessions_app.actions import engine
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)  # the repair committed; its audit event still says "started"
+
+engine.RepairWrite.after_commit = die
+call_command("heal_sessions", "--root", sys.argv[1], "--profile", "edge", "--only", "orphan_messages", "--apply")
+"""
+
+
+def test_a_repair_killed_after_its_commit_is_reconciled_by_the_next_run(aged_home, tmp_path):
+    from ..checks.helpers import damage
+
+    data = tmp_path / "run-data"
+    data.mkdir()
+    assert run_manage(["migrate", "-v0"], data).returncode == 0
+    s = store(aged_home, "edge")
+    with damage(s) as db:
+        db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', 'q', 1.7e9)",
+                   ("20260101_000000_00dead",))
+    proc = subprocess.run([sys.executable, "-c", REPAIR_KILLER, str(aged_home)], cwd=PROJECT, env=manage_env(data),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert count(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", ("20260101_000000_00dead",)) == 1  # committed
+    audit = sqlite3.connect(data / "hermes_admin.sqlite3")
+    [(outcome, reason)] = audit.execute("SELECT outcome, reason FROM sessions_app_auditevent "
+                                        "WHERE action = 'recreate_session_row'").fetchall()
+    [(status,)] = audit.execute("SELECT status FROM sessions_app_healrun").fetchall()
+    audit.close()
+    assert (outcome, status) == ("failed", "running") and reason.startswith("started")
+
+    assert heal(data, aged_home, "--fail-on", "critical").returncode == 0  # a check run: it reconciles
+    audit = sqlite3.connect(data / "hermes_admin.sqlite3")
+    [(outcome, reason)] = audit.execute("SELECT outcome, reason FROM sessions_app_auditevent "
+                                        "WHERE action = 'recreate_session_row'").fetchall()
+    statuses = [r[0] for r in audit.execute("SELECT status FROM sessions_app_healrun ORDER BY id")]
+    audit.close()
+    assert outcome == "applied" and "reconciled" in reason and "the store holds the repair" in reason
+    assert statuses[0] == "failed"  # the killed run is no longer "running"
