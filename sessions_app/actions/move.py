@@ -47,6 +47,8 @@ interrupted move (killed between steps 4 and 5): when the target's copy is what
 step 3 writes (:func:`copy_difference`: every message value in order, the whole
 session row but the columns a move rewrites, the usage rows), the next run skips
 the copy, checks it again, and finishes.
+
+Longer than most modules on purpose: the plan reads two stores and must say precisely why a move is blocked; its writes and the unit it moves are in ``move_copy.py`` and ``move_unit.py``.
 """
 
 from __future__ import annotations

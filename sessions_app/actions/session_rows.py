@@ -3,6 +3,8 @@
 Each mirrors what Hermes itself would write (reference sections named per class) and
 never invents content: a value is either taken from evidence in the store or left
 NULL.
+
+Longer than most modules on purpose: seven small repairs of one family (the session row itself), kept together because they share the row readers and the recount rules.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 (reference 2.1-2.7, 4.1-4.2, 6.3, 10.4, 10.6-10.7, 10.19-10.20, 10.26).
 
 Store-level checks run in full passes only (never on a session page).
+
+Longer than most modules on purpose: the store-level checks of the catalog, one small class each, sharing the structural pass.
 """
 
 from __future__ import annotations

@@ -35,10 +35,8 @@ Times are epoch seconds (float); ages and TTLs are seconds.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import sqlite3
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -46,6 +44,9 @@ import psutil
 from django.conf import settings
 
 from .discovery import within
+from .holders import (  # noqa: F401  (part of this module's public names)
+    holder_checkable, holder_is_dead, holder_pid, parse_holder, process_matches,
+)
 from .jsondecode import Undecodable, read_json_file
 from .lineage import DOWN_CAP, UP_CAP, Lineage
 from .schema import Capabilities
@@ -56,14 +57,9 @@ HEARTBEAT_FRESH_SECONDS = 300
 # Timestamps further in the future than this are garbage (reference 10.21) and
 # must not make a session look active forever.
 FUTURE_SLACK_SECONDS = 86400
-# Registry start times must match within this many seconds (reference 4.4).
-START_TIME_TOLERANCE = 0.001
 # The registry is a small JSON document (a few entries per live surface); one
 # larger than this is not a registry Hermes wrote and is reported unreadable.
 REGISTRY_MAX_BYTES = 4 * 1024 * 1024
-
-_PID_RE = re.compile(r"(?:^|:)pid=(\d+)(?::|$)")
-_PIDNS_RE = re.compile(r"(?:^|:)pidns=(\d+)(?::|$)")
 
 
 @dataclass(frozen=True)
@@ -135,92 +131,6 @@ class LiveIndex(dict):
 
     def verdict(self, session_id: str) -> str:
         return verdict_of(self.evidence(session_id))
-
-
-# --------------------------------------------------------------------------- processes
-
-def _local_pid_namespace() -> tuple[bool, str | None]:
-    """``(supported, id)``: Linux has PID namespaces (id = inode of
-    /proc/self/ns/pid, None if unreadable); other platforms do not."""
-    if sys.platform != "linux":
-        return False, None
-    try:
-        link = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return True, None
-    match = re.search(r"\[(\d+)\]", link)
-    return True, (match.group(1) if match else None)
-
-
-def holder_pid(holder: str | None) -> int | None:
-    """The ``pid=<n>`` of a holder string (``pid=12:tid=..:nonce=..``), or None."""
-    match = _PID_RE.search(holder or "")
-    return int(match.group(1)) if match else None
-
-
-def parse_holder(holder: str | None) -> dict:
-    """The ``key=value`` tokens of a holder string, e.g.
-    ``pid=12:pidns=4026531836:turn=7:platform=telegram`` -> ``{"pid": "12", ...}``
-    (turn leases: pid, optional pidns, turn, platform; compression locks: pid,
-    tid, agent, nonce). ``pidns`` is the holder's PID namespace (host namespace);
-    ``pidns_here`` says whether it is ours (None when unstamped or not Linux)."""
-    fields: dict = {}
-    for token in (holder or "").split(":"):
-        key, sep, value = token.partition("=")
-        if sep and key and key not in fields:
-            fields[key] = value
-    supported, local = _local_pid_namespace()
-    fields["pidns_here"] = (fields["pidns"] == local) if supported and local and "pidns" in fields else None
-    return fields
-
-
-def holder_checkable(holder: str | None) -> bool:
-    """May this holder's pid be probed here? STRICT policy of reference 4.1."""
-    supported, local = _local_pid_namespace()
-    if not supported:
-        return True
-    match = _PIDNS_RE.search(holder or "")
-    if match is None or local is None:
-        return False
-    return match.group(1) == local
-
-
-def holder_is_dead(holder: str | None) -> bool | None:
-    """True when the holder's process is provably gone, False when it runs,
-    None when it may not be probed (no pid, foreign or missing pidns stamp)."""
-    pid = holder_pid(holder)
-    if pid is None:
-        return None
-    if pid == os.getpid():
-        return False
-    if not holder_checkable(holder):
-        return None
-    return not psutil.pid_exists(pid)
-
-
-def process_matches(pid, start_time) -> bool:
-    """Registry liveness (reference 4.4): the pid runs and, when a start time was
-    recorded, psutil's ``create_time`` equals it within 1 ms. Unreadable start
-    time of a running pid counts as alive (any doubt = alive)."""
-    try:
-        pid = int(pid)
-    except (TypeError, ValueError):
-        return False
-    if pid <= 0 or not psutil.pid_exists(pid):
-        return False
-    if start_time in (None, ""):
-        return True
-    try:
-        expected = float(start_time)
-    except (TypeError, ValueError):
-        return True
-    try:
-        actual = psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.Error:
-        return True
-    return abs(actual - expected) < START_TIME_TOLERANCE
 
 
 # --------------------------------------------------------------------------- signals

@@ -23,6 +23,8 @@ the session index, where a rowid walk would cross the whole store. Page 3,000 of
 300,000-message session thus costs what page 1 does. Large
 text columns are cut to ``TEXT_LIMIT`` characters inside SQLite, so a
 multi-megabyte tool output never reaches Python on a page view.
+
+Longer than most modules on purpose: the one reader of a transcript for pages and exports, with its damage markers.
 """
 
 from __future__ import annotations

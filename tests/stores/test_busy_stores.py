@@ -94,7 +94,7 @@ def test_locked_stores_cost_their_own_pages_only(admin_client, hermes_home, pati
     found_before, _ = listed(admin_client, "&q=build")
     page_before = without_tokens(admin_client.get(session_page).content.decode())
     search_before = without_tokens(admin_client.get(search_page).content.decode())
-    assert {p for p, _ in pairs_before} == set(PROFILES) and "<mark>" in search_before.lower()
+    assert {p for p, _ in pairs_before} == set(PROFILES) and "<mark" in search_before.lower()
     registry.reset()  # no connection of the dashboard left open while the holders take their locks
     busy.reset()
 
@@ -155,7 +155,7 @@ def test_a_session_in_two_stores_is_compared_without_waiting_for_locked_ones(adm
         page = admin_client.get(f"/p/default/s/{sid}/collision/").content.decode()
         assert page.count('<section class="copy') == 2 and "A copy" in page
         for key in LOCKED:
-            assert re.search(rf'<li><a href="/p/{key}/">{key}</a>: busy: store is locked by another process', page)
+            assert re.search(rf'<li><a href="/p/{key}/"><bdi>{key}</bdi></a>: <bdi>busy: store is locked by another process', page)
     assert busy.waits(full=True) == 0
 
 

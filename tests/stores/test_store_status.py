@@ -227,7 +227,7 @@ def test_a_wal_without_its_store_is_damaged_and_no_store_is_created(admin_client
     page = admin_client.get("/p/lost/")
     assert page.status_code == 503 and "creates no store here" in page.content.decode()
     listing = admin_client.get("/sessions/?size=200").content.decode()
-    assert "Profile <a href=\"/p/lost/\">lost</a> was skipped: corrupt" in listing
+    assert "Profile <a href=\"/p/lost/\"><bdi>lost</bdi></a> was skipped: <bdi>corrupt" in listing
     report = heal([registry.get("lost")])
     entry = report["profiles"][0]
     assert entry["status"] == "corrupt" and "state.db-wal" in entry["error"]

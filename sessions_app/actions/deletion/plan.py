@@ -30,6 +30,8 @@ Semantics mirror upstream ``delete_session`` (docs/store.md §10.1, hermes-agent
 :func:`build_plan` computes a :class:`DeletePlan`; its ``fingerprint`` is what a
 confirmation token binds (``tokens.py``), and what the write compares again
 inside its transaction (``apply.py``).
+
+Longer than most modules on purpose: what a deletion removes, read in one place so the confirmation page and the write agree.
 """
 
 from __future__ import annotations
