@@ -350,7 +350,12 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_float("HERMES_ADMIN_FLEET_REDELIVER", 3600)}
+_REDELIVER = env_float("HERMES_ADMIN_FLEET_REDELIVER", 3600)
+# Redis hands a task out again once it was unacknowledged for visibility_timeout
+# seconds; workers look for such tasks every unacked_restore_interval seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _REDELIVER,
+                                   "unacked_restore_interval": max(1, min(10, int(_REDELIVER // 2))),
+                                   "unacked_restore_throttle": 1}
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = "hermes.dashboard"  # never consumed: every task names its host's queue
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
