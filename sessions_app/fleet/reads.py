@@ -163,4 +163,11 @@ def session(key: str, session_id: str, size: int = 100, after=None, before=None,
     })
 
 
-READS = {"sessions": sessions, "profile": profile, "session": session}
+def ping() -> dict:
+    """``{"profiles": n}``: the round trip alone (benchmarks, health probes)."""
+    from ..stores import registry
+
+    return {"profiles": len(registry.stores())}
+
+
+READS = {"sessions": sessions, "profile": profile, "session": session, "ping": ping}

@@ -116,3 +116,22 @@ def test_a_stopped_host_is_unreachable_and_the_other_hosts_pages_still_answer(ho
         assert gone.status_code == 503 and "unreachable" in gone.content.decode()
     finally:
         workers["host-a"].start()
+
+
+def test_fleet_pages_enforce_roles_on_the_server(hosts_up, transactional_db, client):
+    from django.apps import apps
+    import importlib
+
+    from django.contrib.auth.models import Group, User
+
+    importlib.import_module("sessions_app.migrations.0003_roles").create_roles(apps, None)
+    key = quote("default on host-b")
+    assert client.get(f"/fleet/p/{key}/").status_code == 302  # anonymous: to the login page
+    auditor = User.objects.create_user("auditor", password="x-unused-x")
+    auditor.groups.add(Group.objects.get(name="Auditor"))
+    client.force_login(auditor)
+    assert client.get(f"/fleet/p/{key}/").status_code == 200
+    runs_before = HealRun.objects.count()
+    assert client.post(f"/fleet/p/{key}/heal/", {"mode": "apply"}).status_code == 403
+    assert HealRun.objects.count() == runs_before
+    assert AuditEvent.objects.filter(outcome="refused", action="denied:fleet_heal").exists()
