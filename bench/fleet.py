@@ -59,6 +59,9 @@ def main() -> None:
     from sessions_app.fleet.models import FleetHost
 
     setup_test_environment()
+    from django.urls import reverse
+
+    reverse("fleet")  # the URLconf loads now, in fleet mode (its routes exist only then)
     call_command("migrate", verbosity=0)
     env = dict(os.environ, HERMES_ROOTS=str(remote), HERMES_ADMIN_HOST="bench-host",
                HERMES_ADMIN_DATA=str(work / "worker"))
