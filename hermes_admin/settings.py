@@ -33,6 +33,21 @@ Environment (all optional):
 - ``HERMES_ADMIN_LOG_FILE``: the log file (default ``<data>/logs/hermes-admin.log``;
   empty: standard error only).
 
+Fleet mode (docs/architecture.md, Fleet; README "Many hosts"): off unless
+``CELERY_BROKER_URL`` is set.
+
+- ``CELERY_BROKER_URL`` / ``CELERY_RESULT_BACKEND``: Redis URLs (the result
+  backend defaults to the broker).
+- ``HERMES_ADMIN_HOST``: set on a Hermes host's worker only: its fleet name
+  (``[a-z0-9][a-z0-9.-]{0,62}``); its queue is ``hermes.<host>`` and its profile
+  keys read ``<profile>[@<root>] on <host>``.
+- ``HERMES_ADMIN_FLEET_TIMEOUT``: seconds the dashboard waits for a remote read
+  (default 5); ``HERMES_ADMIN_FLEET_HEARTBEAT``: seconds between a worker's
+  heartbeats (default 15); ``HERMES_ADMIN_FLEET_UNREACHABLE``: a host not heard
+  from for this many seconds is shown unreachable (default 60);
+  ``HERMES_ADMIN_FLEET_REDELIVER``: seconds after which a task a dead worker had
+  taken is handed out again (Redis ``visibility_timeout``, default 3600).
+
 Importing these settings sets the process umask to ``077`` (``hermes_admin.private``):
 everything the dashboard creates in its data folder is private to its user.
 """
@@ -315,3 +330,33 @@ LOGGING = {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},  # runserver's request lines
     },
 }
+
+
+# --- Fleet mode (issue 17; docs/architecture.md, Fleet) ----------------------
+# Off unless a broker is configured: one host then runs exactly as without it.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or None
+CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "").strip() or CELERY_BROKER_URL
+FLEET = CELERY_BROKER_URL is not None
+HERMES_ADMIN_HOST = os.environ.get("HERMES_ADMIN_HOST", "").strip()
+HERMES_FLEET_TIMEOUT = env_float("HERMES_ADMIN_FLEET_TIMEOUT", 5.0)
+HERMES_FLEET_HEARTBEAT = env_float("HERMES_ADMIN_FLEET_HEARTBEAT", 15.0)
+HERMES_FLEET_UNREACHABLE = env_float("HERMES_ADMIN_FLEET_UNREACHABLE", 60.0)
+# JSON only: a pickled payload from the broker would run code (Celery, Security).
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# Writes are acknowledged after they ran, and handed out again when the worker
+# died running them (their runs and guards make a second delivery harmless).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+_REDELIVER = env_float("HERMES_ADMIN_FLEET_REDELIVER", 3600)
+# Redis hands a task out again once it was unacknowledged for visibility_timeout
+# seconds; workers look for such tasks every unacked_restore_interval seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _REDELIVER,
+                                   "unacked_restore_interval": max(1, min(10, int(_REDELIVER // 2))),
+                                   "unacked_restore_throttle": 1}
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_DEFAULT_QUEUE = "hermes.dashboard"  # never consumed: every task names its host's queue
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -369,3 +369,7 @@ class FindingSnapshot(models.Model):
     check_code = models.CharField(max_length=64)
     severity = models.CharField(max_length=10)
     count = models.IntegerField()
+
+
+# Fleet mode (issue 17): the hosts' heartbeats, in sessions_app/fleet/models.py.
+from .fleet.models import FleetHost  # noqa: E402,F401

@@ -176,20 +176,34 @@ def fail(run: HealRun, error: str) -> HealRun:
     return run
 
 
-def mark_if_dead(run: HealRun) -> HealRun:
-    """A run still ``running`` whose process is gone (killed, machine restarted) is
-    marked failed, so its page stops waiting. A pid reused by another process is
-    told apart by its start time (it started after the run)."""
-    if run.status != HealRun.Status.RUNNING or not run.pid:
-        return run
-    alive = False
+# Runs a fleet worker executes on its host (issue 17): their pid is a process of
+# that host, so only that host's worker judges it (sessions_app/fleet/tasks.py),
+# and a killed worker's run is finished by the redelivered task, not failed here.
+FLEET_TRIGGER = "fleet"
+
+
+def process_alive(run: HealRun) -> bool:
+    """Whether the process that began ``run`` (its ``pid``, on this machine) still
+    runs; a pid reused by another process is told apart by its start time."""
+    if not run.pid:
+        return False
     try:
         proc = psutil.Process(run.pid)
         started = run.started_at or run.created_at
-        alive = proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and (
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and (
             started is None or proc.create_time() <= started.timestamp() + 1)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
-        alive = False
+        return False
+
+
+def mark_if_dead(run: HealRun) -> HealRun:
+    """A run still ``running`` whose process is gone (killed, machine restarted) is
+    marked failed, so its page stops waiting. A pid reused by another process is
+    told apart by its start time (it started after the run). Fleet runs
+    (:data:`FLEET_TRIGGER`) are left to their host's worker."""
+    if run.status != HealRun.Status.RUNNING or not run.pid or run.trigger == FLEET_TRIGGER:
+        return run
+    alive = process_alive(run)
     if not alive:
         run.status, run.error, run.finished_at = (
             HealRun.Status.FAILED, "the run's process ended without finishing", timezone.now())

@@ -24,6 +24,9 @@ def scan(roots: list[str] | None = None) -> Discovery:
     """Rediscover profiles under ``roots`` (default: settings/env) and remember them."""
     global _current, _stores
     found = discover(configured_roots(roots if roots is not None else settings.HERMES_ROOTS))
+    if getattr(settings, "HERMES_ADMIN_HOST", ""):  # fleet worker (issue 17): keys carry the host
+        from ..fleet.worker import with_host_keys
+        found = with_host_keys(found, settings.HERMES_ADMIN_HOST)
     with _lock:
         _current = found
         _stores = {p.key: Store(p) for p in found.profiles}

@@ -4,6 +4,7 @@ A session id may contain "/" (ids come from the store, not from us), so the bare
 session route comes last: no longer ``p/<profile>/s/<id>/…`` route may be shadowed.
 """
 
+from django.conf import settings
 from django.urls import include, path, register_converter
 
 from ..converters import RowIdConverter
@@ -20,3 +21,5 @@ urlpatterns = [
     path("", include("sessions_app.urls.audit")),
     path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
 ]
+if settings.FLEET:  # fleet mode (issue 17): its pages exist only with a broker configured
+    urlpatterns.insert(-1, path("fleet/", include("sessions_app.fleet.urls")))

@@ -1,5 +1,6 @@
 """Profiles overview and the per-profile page."""
 
+from django.conf import settings
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -17,7 +18,11 @@ def overview(request):
     stores = registry.glances()
     health = latest([s.key for s in stores])
     rows = [(store, store.probe(), health[store.key]) for store in stores]
-    return render(request, "sessions/overview.html", {"discovery": found, "rows": rows})
+    context = {"discovery": found, "rows": rows}
+    if settings.FLEET:  # fleet mode (issue 17): every host's profiles on the same page
+        from ..fleet.views import fleet_context
+        context.update(fleet_context(request))
+    return render(request, "sessions/overview.html", context)
 
 
 @require_GET

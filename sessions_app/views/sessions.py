@@ -6,6 +6,7 @@ import hashlib
 import re
 from dataclasses import replace
 
+from django.conf import settings
 from django.contrib import messages as flash
 from django.core import signing
 from django.http import Http404, HttpResponse, StreamingHttpResponse
@@ -89,6 +90,9 @@ def _query_without(request, *names) -> str:
 def session_list(request):
     """Sessions of every profile, newest first (started or last activity), keyset-paginated.
     Stores are read at a glance: a locked one is listed as busy without holding up the rest."""
+    if settings.FLEET:  # fleet mode (issue 17): one list of every host's sessions
+        from ..fleet.views import session_list as fleet_list
+        return fleet_list(request)
     stores = registry.glances()
     profiles, sources = [s.key for s in stores], distinct_sources(stores)
     form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=sorted(CHECKS))
