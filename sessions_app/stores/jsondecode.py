@@ -132,10 +132,25 @@ def loads(raw, default=None, **limits_):
 def read_json_file(path, max_bytes: int | None = None):
     """A small JSON document from a file (manifests, registries, ledgers): at most
     ``max_bytes`` (default :func:`limits`) read, never more. Returns the value or an
-    :class:`Undecodable`; raises ``OSError`` from opening or reading. Never for
-    ``state.db`` or its sidecars (ground rule 5)."""
+    :class:`Undecodable`; raises ``OSError`` from opening or reading, and before
+    opening anything when the path is a symlink, not a regular file, or a file with
+    more than one link — a hard link could be a store's own ``state.db``, ``-wal`` or
+    ``-shm``, and closing any descriptor of those drops this process's locks on the
+    store (docs/architecture.md §2, rule 5). Hermes and the dashboard write these
+    documents by atomic replace, so they always have exactly one link."""
+    import os
+    import stat
+
     limit = limits()[0] if max_bytes is None else max_bytes
-    with open(path, "rb") as fh:
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} is not a regular file (a symlink or a special file is not read)")
+    if st.st_nlink != 1:
+        raise OSError(f"{path} has {st.st_nlink} links (a hard-linked file may be a store; not read)")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if (os.fstat(fh.fileno()).st_ino, os.fstat(fh.fileno()).st_dev) != (st.st_ino, st.st_dev):
+            raise OSError(f"{path} was replaced while it was opened")
         data = fh.read(limit + 1)
     if len(data) > limit:
         return Undecodable("size", f"the file is larger than the {_mib(limit)} limit", len(data))
