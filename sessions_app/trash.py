@@ -131,9 +131,47 @@ def new_entry(profile: str, label: str, now: float | None = None, **manifest) ->
     path = sessions_trash() / name
     path.mkdir(parents=True, exist_ok=False)
     entry = TrashEntry(name, path, {"version": 1, "state": "pending", "profile": profile,
-                                    "created_at": now, **manifest})
+                                    "created_at": now, "owner": owner(), **manifest})
     entry.save()
     return entry
+
+
+def owner() -> dict:
+    """Who is writing an entry now: ``{"pid", "started" (epoch seconds), "host"}``."""
+    import socket
+
+    import psutil
+
+    try:
+        started = psutil.Process().create_time()
+    except psutil.Error:
+        started = None
+    return {"pid": os.getpid(), "started": started, "host": socket.gethostname()}
+
+
+def owner_alive(entry: TrashEntry) -> bool:
+    """Whether the process that last took ``entry`` (a deletion or a restore in
+    progress) still runs on this host; any doubt counts as alive."""
+    import socket
+
+    import psutil
+
+    who = entry.manifest.get("owner")
+    if not isinstance(who, dict) or not isinstance(who.get("pid"), int):
+        return False  # entries made before owners were recorded
+    if who.get("host") != socket.gethostname():
+        return True  # another host's process: not ours to judge
+    if who["pid"] == os.getpid():
+        return True
+    try:
+        proc = psutil.Process(who["pid"])
+        started = who.get("started")
+        return proc.status() != psutil.STATUS_ZOMBIE and (
+            started is None or abs(proc.create_time() - float(started)) < 1.0)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
+        return True
 
 
 def get_entry(entry_id: str) -> TrashEntry | None:

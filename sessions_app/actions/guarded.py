@@ -89,6 +89,11 @@ class Mismatch(Exception):
     """Rows written differ from rows planned; the transaction is rolled back."""
 
 
+class CommitUnknown(Exception):
+    """COMMIT failed in a way that leaves open whether the change landed; nothing
+    prepared for it is discarded (the next heal run settles it from the store)."""
+
+
 class Skip(Exception):
     """Nothing to do for this write (a plan blocked on this store); skipped with the reason."""
 
@@ -341,10 +346,18 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         yield conn
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # SQLite may have rolled back on its own already
+            conn.execute("ROLLBACK")
         raise
-    else:
+    try:
         conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+            raise
+        # Not in a transaction any more and COMMIT said it failed: whether the change
+        # landed cannot be told from here; the store will say (reconcile, resume).
+        raise CommitUnknown(str(exc)) from exc
 
 
 @contextmanager
@@ -368,6 +381,9 @@ def _mapped(outcome: Outcome, store: Store | None, write: Write):
         outcome.status, outcome.reason = "failed", f"no write: {exc}"
     except Mismatch as exc:
         outcome.status, outcome.reason = "failed", f"rolled back, {nothing}: {exc}"
+    except CommitUnknown as exc:
+        outcome.status, outcome.reason = "failed", (f"COMMIT failed ({exc}); whether it landed is settled from the "
+                                                    "store by the next heal run")
     except (sqlite3.Error, OSError) as exc:
         outcome.status, outcome.reason = "failed", f"{exc.__class__.__name__}: {exc}"
     except ValueError as exc:
@@ -445,8 +461,9 @@ class GuardedWriter:
             try:
                 outcome.backup = self.backup_for(store)
                 with _writer(store) as conn:
-                    if write.attach:
-                        conn.execute(f"ATTACH DATABASE ? AS {write.attach[1]}", (write.attach[0],))
+                    if write.attach:  # read-only: a missing file is an error, never a new database
+                        conn.execute(f"ATTACH DATABASE ? AS {write.attach[1]}",
+                                     (Path(write.attach[0]).absolute().as_uri() + "?mode=ro",))
                     try:
                         with _transaction(conn):
                             # The file written must be the one just backed up.
@@ -459,6 +476,8 @@ class GuardedWriter:
                     finally:
                         if write.attach:
                             conn.execute(f"DETACH DATABASE {write.attach[1]}")
+            except CommitUnknown:
+                raise  # may have landed: keep what was prepared (a trash entry) for the store to settle
             except BaseException:
                 if not outcome.committed:
                     write.discard(outcome)

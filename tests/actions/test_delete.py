@@ -7,6 +7,7 @@ hermes-agent 0.19.0's ``SessionDB`` against the copy.
 
 import hashlib
 import os
+import socket
 import time
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from sessions_app import trash
 from sessions_app.actions import deletion
 from sessions_app.models import AuditEvent
-from tests.checks.helpers import damage, hermes, hermes_background, own_pidns
+from tests.checks.helpers import damage, dead_pid, hermes, hermes_background, own_pidns
 from tests.conftest import PROFILES, ids
 
 from .conftest import store
@@ -432,11 +433,12 @@ def test_an_interrupted_entry_is_restorable_only_if_the_deletion_committed(aged_
     sids = ids("default")
     s = store(aged_home, "default")
     done = deleter().delete(s, confirm(s, sids["hostile"])[1])
-    done.entry.update(state="pending")  # as if the process died right after COMMIT
+    gone = {"pid": dead_pid(), "started": 0, "host": socket.gethostname()}
+    done.entry.update(state="pending", owner=gone)  # as if the process died right after COMMIT
     assert deleter().restore(s, trash.get_entry(done.entry.id)).status == "applied"
     again = deleter().delete(s, confirm(s, sids["hostile"])[1])
     assert deleter().restore(s, again.entry).status == "applied"
-    again.entry.update(state="pending")  # an entry whose sessions are in the store: not restorable
+    again.entry.update(state="pending", owner=gone)  # an entry whose sessions are in the store: not restorable
     refused = deleter().restore(s, trash.get_entry(again.entry.id))
     assert refused.status == "refused" and "did not complete" in refused.reason
 

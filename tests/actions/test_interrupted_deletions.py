@@ -190,3 +190,33 @@ def test_a_repair_killed_after_its_commit_is_reconciled_by_the_next_run(aged_hom
     audit.close()
     assert outcome == "applied" and "reconciled" in reason and "the store holds the repair" in reason
     assert statuses[0] == "failed"  # the killed run is no longer "running"
+
+
+def test_a_heal_run_leaves_a_deletion_in_progress_alone(aged_home, use_roots, monkeypatch, db):
+    """A heal run starting while a browser deletion is between its export and its
+    COMMIT must not take the entry for an interrupted one (its rows are all still in
+    the store then): the deletion ends with its entry and files intact."""
+    from sessions_app import trash
+    from sessions_app.actions import deletion
+    from sessions_app.actions.deletion import apply, resume
+
+    use_roots(aged_home)
+    s = store(aged_home, "default")
+    sid = ids("default")["hostile"]
+    s.profile.sessions_dir.mkdir(exist_ok=True)
+    (s.profile.sessions_dir / f"{sid}.json").write_text("{}")
+    real = apply.export_and_delete
+    settled = []
+
+    def export_then_a_heal_starts(*args, **kwargs):
+        counts = real(*args, **kwargs)
+        settled.extend(resume.finish_unfinished(s))  # what a cron heal run does first
+        return counts
+
+    monkeypatch.setattr(apply, "export_and_delete", export_then_a_heal_starts)
+    plan = deletion.plan_for(s, sid)
+    done = deletion.Deleter(actor_label="test").delete(s, deletion.unsign(deletion.sign([deletion.token_item(plan)]))[0])
+    assert [o.status for o in settled] == ["skipped"] and "still being written" in settled[0].reason
+    assert done.status == "applied" and not done.problems, done.reason
+    entry = trash.get_entry(done.entry.id)
+    assert entry.state == "deleted" and (entry.files_dir / f"{sid}.json").exists()

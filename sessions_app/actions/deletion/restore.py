@@ -210,6 +210,9 @@ class RestoreWrite(Write):
         entry, targets = self.entry, self.targets
         outcome.entry = entry
         self.actor_label = writer.actor_label
+        if entry.state in ("pending", "restoring") and trash.owner_alive(entry):
+            raise Refused("this trash entry is still being written by another deletion or restore; try again "
+                          "in a moment")
         if entry.state == "pending" and targets and store is not None:
             # Interrupted after the export: restorable only if the deletion committed.
             with store.read() as conn:
@@ -233,7 +236,7 @@ class RestoreWrite(Write):
             # leaves "restoring", which the next run settles by the store
             # (resume.py) instead of a "deleted" entry whose rows are back.
             self.previous_state = self.entry.state
-            self.entry.update(state="restoring")
+            self.entry.update(state="restoring", owner=trash.owner())
 
     def discard(self, outcome):
         if self.entry.state == "restoring":

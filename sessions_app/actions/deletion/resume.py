@@ -26,7 +26,7 @@ import time
 
 from ... import trash
 from ...stores.store import Store
-from ..guarded import GuardedWriter, Outcome, Refused, Write, jsonable
+from ..guarded import GuardedWriter, Outcome, Refused, Skip, Write, jsonable
 from .apply import move_files_into
 from .plan import DELETE_ACTION, RESTORE_ACTION, PARAM_CHUNK, _ph
 
@@ -82,6 +82,9 @@ class FinishEntry(Write):
         self.settled = ""
 
     def check(self, ctx):
+        if trash.owner_alive(self.entry):
+            who = self.entry.manifest.get("owner") or {}
+            raise Skip(f"trash entry {self.entry.id} is still being written by pid {who.get('pid')}; left alone")
         sessions, messages = exported(self.entry)
         present, total = in_store(ctx.conn, sessions, messages)
         if total == 0:
@@ -94,6 +97,10 @@ class FinishEntry(Write):
             raise Refused(f"trash entry {self.entry.id}: {present} of {total} of its rows are in the store; "
                           "it was left as it is for an admin to look at")
         self.sessions = sessions
+        # A session that exists again (an agent wrote to its id after the deletion)
+        # keeps its files where they are: they are its own now.
+        targets = list(self.entry.manifest.get("targets") or sessions)
+        self.returned = [t for t in targets if ctx.conn.execute("SELECT 1 FROM sessions WHERE id = ?", (t,)).fetchone()]
 
     def execute(self, ctx):
         entry, outcome = self.entry, ctx.outcome
@@ -102,11 +109,13 @@ class FinishEntry(Write):
         if self.deleting and self.settled == "committed":
             entry.update(state="deleted", deleted_at=entry.manifest.get("deleted_at") or time.time(),
                          targets=targets, finished_by_resume=True)
-            moved, problems = move_files_into(ctx.store, _Targets(targets), entry)
+            moved, problems = move_files_into(ctx.store, _Targets([t for t in targets if t not in self.returned]), entry)
             entry.update(files=sorted(set(entry.manifest.get("files") or []) | set(moved)), file_problems=problems)
             outcome.counts, outcome.problems = {"files": len(moved)}, problems
             outcome.done = (f"finished the deletion of trash entry {entry.id} interrupted after its store commit: "
-                            f"{len(targets)} session(s) out of the store, {len(moved)} file(s) moved into the entry")
+                            f"{len(targets)} session(s) out of the store, {len(moved)} file(s) moved into the entry"
+                            + (f"; {', '.join(self.returned)} exist again (an agent wrote to the id since): their "
+                               "files stay in sessions/" if self.returned else ""))
         elif self.deleting:
             trash.discard(entry)  # the store still holds every exported row: nothing was deleted
             outcome.done = f"trash entry {entry.id} of a deletion that never committed removed; the store keeps it all"
