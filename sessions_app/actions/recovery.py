@@ -138,6 +138,13 @@ class RecoverMessages(Action):
         if not rp.insertions:
             plan.blocked = ("copies disagree about every missing position; compare them on the session page"
                             if rp.conflicts else "no copy on disk holds a message the store lacks")
+        elif moves and superseded:
+            # Writing later rows again means removing their originals on a schema that
+            # cannot hide them: that is a deletion, and only an admin's confirmed one
+            # may remove message rows (docs/architecture.md §2, rule 3).
+            plan.blocked = (f"this store's schema (before hermes-agent 0.17) cannot hide rows: recovering here "
+                            f"would remove and re-insert {len(superseded)} later row(s); only messages after the "
+                            "last row can be recovered into it")
         elif not one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
             plan.blocked = "the session has no row in the store; recovery writes into an existing session only"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
