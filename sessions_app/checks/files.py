@@ -200,8 +200,13 @@ def known_ids(ctx) -> list[str]:
 
 
 def guard_paths(ctx) -> list[Path]:
-    """``state.db`` of this store and of every other known store (the store-file guard)."""
-    return session_files.store_paths_of(ctx.store, ctx.other_stores)
+    """``state.db`` of this store and of every other known store (the store-file guard):
+    every store the registry knows, busy ones too (the guard only ``stat``s them;
+    ``ctx.other_stores`` may leave out stores found locked)."""
+    from ..stores import registry
+
+    known = {str(s.path): s for s in [*ctx.other_stores, *registry.stores()] if s.path != ctx.store.path}
+    return session_files.store_paths_of(ctx.store, known.values())
 
 
 def scan_sessions_dir(ctx) -> dict[str, SessionFiles]:
