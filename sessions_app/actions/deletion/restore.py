@@ -46,13 +46,25 @@ def to_reattach(conn, caps, children: list[tuple[str, str]]) -> list[str]:
 def refuse_live_restore(store, conn, caps, ids: list[str]) -> None:
     """Ground rule 6 for a restore: an agent that holds a session it inserts (a
     registry entry, a lease or lock, a gateway route naming the id) or a child it
-    re-attaches would race the restore; live -> :class:`Refused`, nothing written."""
+    re-attaches would race the restore; anything but ``not_live`` (a maybe-live
+    verdict too: recent activity, an unreadable registry) -> :class:`Refused`,
+    nothing written."""
     now = time.time()
     for sid in dict.fromkeys(ids):
         found = live_mod.evidence_for(store, conn, caps, sid, now, closed_counts=False)
         if found.live:
             why = "; ".join(f"{e.source}: {e.detail}" for e in found.evidence if e.blocks)
             raise Refused(f"an agent holds {sid} (live: {why}); nothing restored, the trash entry is kept")
+        # What the restore itself brings back proves nothing either way: the rows' own
+        # recent activity, a routing entry on a store without gateway heartbeats (as
+        # for deletion's override). A registry entry, an unreadable registry do.
+        doubts = [e for e in found.evidence
+                  if e.source != "activity" and not (e.source == "gateway" and not e.blocks)]
+        if found.verdict != "not_live" and doubts:
+            why = "; ".join(f"{e.source}: {e.detail}" for e in doubts)
+            raise Refused(f"an agent may hold {sid} (maybe live: {why}); nothing restored, the trash entry is "
+                          "kept; retry once it is quiet")
+
 
 def restore_conflicts(conn, entry, targets) -> None:
     """Refuse when a session id, a message id or a title was taken meanwhile."""
