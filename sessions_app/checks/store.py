@@ -76,6 +76,7 @@ _NEVER_USED_RE = re.compile(r"^Page \d+ is never used$")
 
 class StoreUnreadable(Check):
     code = "store_unreadable"
+    light = True
     severity = "critical"
     scope = "store"
     runner_emitted = True
@@ -89,6 +90,7 @@ class StoreUnreadable(Check):
 
 class StoreBusy(Check):
     code = "store_busy"
+    light = True
     severity = "warning"
     scope = "store"
     runner_emitted = True
@@ -101,6 +103,7 @@ class StoreBusy(Check):
 
 class SchemaMalformed(Check):
     code = "schema_malformed"
+    light = True
     severity = "critical"
     scope = "store"
     runner_emitted = True
@@ -225,6 +228,7 @@ class StoreCorrupt(Check):
 
 class SchemaOutdated(Check):
     code = "schema_outdated"
+    light = True
     severity = "info"
     scope = "store"
     title = "Store predates the newest schema"
@@ -386,6 +390,7 @@ LEASE_TABLES = (("session_turn_leases", "conversation_id", "turn lease"),
 
 class StaleLease(Check):
     code = "stale_lease"
+    light = True
     severity = "warning"
     heal = "clear_stale_lease"
     scope = "store"
@@ -433,6 +438,7 @@ def _scope_profile(scope: str | None) -> str:
 
 class OrphanDependents(Check):
     code = "orphan_dependents"
+    light = True
     severity = "warning"
     scope = "store"
     title = "Rows pointing at deleted sessions"

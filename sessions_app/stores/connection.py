@@ -21,7 +21,9 @@ doing, the same files a Hermes reader creates, never ours.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -34,6 +36,10 @@ from . import busy
 from .discovery import Profile
 
 GLANCE_SUFFIX = "_glance"
+# Plain read connections open right now, so a process told to stop (``watch_stores``
+# on SIGTERM) can abort their running statements at once (:func:`interrupt_all`).
+_open_reads: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
+_open_reads_lock = threading.Lock()
 # Django alias -> (store path, busy timeout in seconds), for counting lock errors.
 _alias_stores: dict[str, tuple[Path, float]] = {}
 
@@ -200,6 +206,8 @@ def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = 
     conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None,
                            factory=ReadConnection)
     conn.db_path, conn.busy_timeout = Path(db_path), timeout
+    with _open_reads_lock:
+        _open_reads.add(conn)
     if lenient:
         conn.text_factory = replacing_text
     try:
@@ -211,7 +219,25 @@ def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = 
         if not conn.met_lock:
             busy.readable(db_path)
     finally:
+        with _open_reads_lock:
+            _open_reads.discard(conn)
         conn.close()
+
+
+def interrupt_all() -> int:
+    """Abort the statement running on every plain read connection of this process
+    (``sqlite3.Connection.interrupt``, callable from any thread): each raises
+    ``OperationalError('interrupted')`` in its own thread. For a process that must
+    stop within a second (``watch_stores`` on SIGTERM) while a check pass runs a
+    long ``quick_check``. Returns how many connections were open."""
+    with _open_reads_lock:
+        conns = list(_open_reads)
+    for conn in conns:
+        try:
+            conn.interrupt()
+        except sqlite3.ProgrammingError:  # closed meanwhile
+            pass
+    return len(conns)
 
 
 def sqlite_cause(exc: BaseException) -> BaseException:
