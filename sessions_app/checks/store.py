@@ -12,6 +12,7 @@ import time
 
 from django.conf import settings
 
+from ..stores.connection import restore_progress, stop_requested
 from ..stores.discovery import DEFAULT_PROFILE
 from ..stores.liveness import holder_is_dead, holder_pid
 from .base import Check, ago, capped, plural
@@ -183,7 +184,7 @@ def quick_check(ctx) -> dict:
     def compute():
         budget = float(getattr(settings, "HERMES_QUICK_CHECK_BUDGET", 60))
         deadline = time.monotonic() + budget
-        ctx.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+        ctx.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline or stop_requested() else 0, 10_000)
         try:
             try:
                 lines = _quick_check_lines(ctx.conn)
@@ -200,7 +201,7 @@ def quick_check(ctx) -> dict:
             ctx.notes.append(f"quick_check skipped: ran past its {budget:.0f} s budget")
             return {"state": "skipped", "lines": [], "objects": [], "reason": "time budget"}
         finally:
-            ctx.conn.set_progress_handler(None, 0)
+            restore_progress(ctx.conn)  # the connection's own budget and stop request
 
     return ctx.memo("quick_check", compute)
 
