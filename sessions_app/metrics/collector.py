@@ -10,7 +10,8 @@ from a check pass run for the scrape:
   same pass the health pages show, ``health.latest``): findings by severity and
   by check code (what ``runs.record_snapshot`` stores as ``FindingSnapshot``
   rows), the pass's end time and age; a report is summarised once per process
-  and run, so a big report is not parsed again on every scrape;
+  and run, so a big report is not parsed again on every scrape, and the runs
+  table is read incrementally (:mod:`.runindex`);
 - per profile, from the data folder (cached): trash entries and bytes, backups
   and bytes;
 - per run kind (``notify.run_kind``): the last finished run's outcome, duration
@@ -27,7 +28,6 @@ import time
 from collections import OrderedDict
 from pathlib import Path
 
-from django.db.models import Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -35,23 +35,13 @@ from prometheus_client.registry import Collector
 from ..checks.base import SEVERITIES
 from ..checks.registry import codes as catalog_codes
 from ..models import HealRun
-from ..notify.events import run_kind
+from ..notify.events import KINDS
 from ..runs import exit_status
 from ..stores import registry
-from . import probes
+from . import probes, runindex
 
 STATUSES = ("ok", "missing", "busy", "unreadable", "corrupt")
 OUTCOMES = ("clean", "findings", "error", "failed")
-# Run kinds and how to find each one's runs (docs in notify.events.run_kind).
-KIND_FILTERS = {
-    "check": Q(mode="check", plans=[], only=[]),
-    "apply": Q(mode="apply", plans=[], only=[]),
-    "check_partial": Q(mode="check", plans=[]) & ~Q(only=[]) & ~Q(trigger="watch"),
-    "apply_partial": Q(mode="apply", plans=[]) & ~Q(only=[]),
-    "watch_light": Q(mode="check", plans=[], trigger="watch") & ~Q(only=[]),
-    "repair": ~Q(plans=[]) & ~Q(mode="delete"),
-    "delete": Q(mode="delete"),
-}
 SUMMARY_CACHE_SIZE = 64
 
 # (run id, end time) -> summary: the end time keeps a reused id (a test database
@@ -68,15 +58,30 @@ def summarise(run: HealRun) -> dict:
         if key in _summaries:
             _summaries.move_to_end(key)
             return _summaries[key]
-    report = run.report or {}
+    report = run.report if isinstance(run.report, dict) else {}
     profiles = {}
-    for entry in report.get("profiles", []):
-        severity = {s: 0 for s in SEVERITIES}
-        checks: dict[str, int] = {}
-        for f in entry.get("findings", []):
-            severity[f["severity"]] = severity.get(f["severity"], 0) + 1
-            checks[f["check"]] = checks.get(f["check"], 0) + 1
-        profiles[entry.get("profile")] = {"status": entry.get("status"), "severity": severity, "checks": checks}
+    try:
+        for entry in report.get("profiles", []):
+            severity = {s: 0 for s in SEVERITIES}
+            checks: dict[str, int] = {}
+            for f in entry.get("findings", []):
+                severity[f.get("severity")] = severity.get(f.get("severity"), 0) + 1
+                checks[f.get("check")] = checks.get(f.get("check"), 0) + 1
+            profiles[entry.get("profile")] = {"status": entry.get("status"), "severity": severity, "checks": checks}
+        outcome = _outcome(run, report)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError):
+        # A report of another shape (hand-edited, a future version): never a failed scrape.
+        outcome = "error"
+    summary = {"profiles": profiles, "outcome": outcome}
+    with _summaries_lock:
+        _summaries[key] = summary
+        while len(_summaries) > SUMMARY_CACHE_SIZE:
+            _summaries.popitem(last=False)
+    return summary
+
+
+def _outcome(run: HealRun, report: dict) -> str:
+    """``clean`` | ``findings`` | ``error`` (exit status 0, 1, 2) | ``failed`` (no report)."""
     if run.status == HealRun.Status.FAILED:
         outcome = "failed"
     elif "summary" not in report:
@@ -85,12 +90,7 @@ def summarise(run: HealRun) -> dict:
         outcome = "error" if report["summary"].get("failed") else "clean"
     else:  # the cron contract's exit status (0, 1, 2)
         outcome = OUTCOMES[2 if report.get("skipped_roots") else exit_status(report)]
-    summary = {"profiles": profiles, "outcome": outcome}
-    with _summaries_lock:
-        _summaries[key] = summary
-        while len(_summaries) > SUMMARY_CACHE_SIZE:
-            _summaries.popitem(last=False)
-    return summary
+    return outcome
 
 
 def _summary_of(pk: int, finished_at) -> dict:
@@ -100,18 +100,16 @@ def _summary_of(pk: int, finished_at) -> dict:
     return cached if cached is not None else summarise(HealRun.objects.get(pk=pk))
 
 
-def latest_passes(keys) -> dict[str, tuple[int, object, dict]]:
+def latest_passes(keys, state=None) -> dict[str, tuple[int, object, dict]]:
     """Per profile key, ``(run id, end time, summary)`` of the latest finished whole
     pass that covered it (the rule of ``health.latest``); reports are read through
     :func:`summarise`'s cache, so a scrape reads none it has read before."""
     wanted, found = set(keys), {}
-    rows = (HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-            .exclude(report=None).order_by("-finished_at").values_list("pk", "finished_at"))
-    for pk, finished_at in rows.iterator(chunk_size=50):
-        summary = _summary_of(pk, finished_at)
+    for row in runindex.whole_passes_newest_first(state or runindex.refresh()):
+        summary = _summary_of(row.pk, row.finished_at)
         for key in summary["profiles"]:
             if key in wanted and key not in found:
-                found[key] = (pk, finished_at, summary)
+                found[key] = (row.pk, row.finished_at, summary)
         if len(found) == len(wanted):
             break
     return found
@@ -122,15 +120,16 @@ class HermesCollector(Collector):
 
     def collect(self):
         started = time.perf_counter()
-        yield from self._stores()
-        yield from self._runs()
+        state = runindex.refresh()  # the runs table, read once per scrape (incrementally)
+        yield from self._stores(state)
+        yield from self._runs(state)
         scrape = GaugeMetricFamily("hermes_metrics_scrape_seconds", "Seconds this scrape took to collect.")
         scrape.add_metric([], time.perf_counter() - started)
         yield scrape
 
     # ----------------------------------------------------------------- per profile
 
-    def _stores(self):
+    def _stores(self, state):
         registry.scan()
         stores = registry.stores()
         g = {
@@ -167,7 +166,7 @@ class HermesCollector(Collector):
         }
         profiles = GaugeMetricFamily("hermes_profiles", "Profiles discovered.")
         profiles.add_metric([], len(stores))
-        passes = latest_passes([s.key for s in stores])
+        passes = latest_passes([s.key for s in stores], state)
         now = time.time()
         codes = catalog_codes()
         for store in stores:
@@ -214,7 +213,7 @@ class HermesCollector(Collector):
 
     # ----------------------------------------------------------------- per run kind
 
-    def _runs(self):
+    def _runs(self, state):
         outcome = GaugeMetricFamily("hermes_run_last_outcome", "1 for the outcome of the last finished run of this "
                                     "kind (clean, findings: exit 1, error: exit 2, failed: no report).",
                                     labels=["kind", "outcome"])
@@ -224,22 +223,19 @@ class HermesCollector(Collector):
         running = GaugeMetricFamily("hermes_runs_running", "Runs of this kind still running.", labels=["kind"])
         oldest = GaugeMetricFamily("hermes_run_running_seconds", "How long the oldest running run of this kind has "
                                    "been running.", labels=["kind"])
-        finished = [HealRun.Status.DONE, HealRun.Status.FAILED]
         now = timezone.now()
-        for kind, where in KIND_FILTERS.items():
-            last = (HealRun.objects.filter(where, status__in=finished).exclude(finished_at=None)
-                    .order_by("-pk").only("pk", "mode", "plans", "only", "trigger", "status", "created_at",
-                                          "started_at", "finished_at").first())
-            if last is not None:
-                cached = _summary_of(last.pk, last.finished_at)
+        last, active = state.last, runindex.running_by_kind(state)
+        for kind in KINDS:
+            row = last.get(kind)
+            if row is not None:
+                cached = _summary_of(row.pk, row.finished_at)
                 for o in OUTCOMES:
                     outcome.add_metric([kind, o], 1.0 if o == cached["outcome"] else 0.0)
-                start = last.started_at or last.created_at
-                duration.add_metric([kind], max(0.0, (last.finished_at - start).total_seconds()))
-                ended.add_metric([kind], last.finished_at.timestamp())
-            active = list(HealRun.objects.filter(where, status=HealRun.Status.RUNNING)
-                          .values_list("started_at", flat=True))
-            running.add_metric([kind], len(active))
-            ages = [(now - s).total_seconds() for s in active if s is not None]
+                start = row.started_at or row.created_at
+                duration.add_metric([kind], max(0.0, (row.finished_at - start).total_seconds()))
+                ended.add_metric([kind], row.finished_at.timestamp())
+            rows = [r for r in active.get(kind, []) if r.status == HealRun.Status.RUNNING]
+            running.add_metric([kind], len(rows))
+            ages = [(now - r.started_at).total_seconds() for r in rows if r.started_at is not None]
             oldest.add_metric([kind], max(ages) if ages else 0.0)
         yield from (outcome, duration, ended, running, oldest)

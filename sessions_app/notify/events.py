@@ -71,17 +71,25 @@ class Event:
                 "counts": dict(self.counts), "link": self.link}
 
 
-def run_kind(run: HealRun) -> str:
+KINDS = ("check", "apply", "check_partial", "apply_partial", "watch_light", "repair", "delete")
+
+
+def kind_of(mode: str, plans, only, trigger: str) -> str:
     """``check`` | ``apply`` (whole passes), ``check_partial`` | ``apply_partial``
     (``--only``), ``watch_light`` (the light passes of ``watch_stores``), ``repair``
     (previewed plans), ``delete`` (bulk deletion)."""
-    if run.mode == "delete":
+    if mode == "delete":
         return "delete"
-    if run.plans:
+    if plans:
         return "repair"
-    if run.only:
-        return "watch_light" if run.trigger == "watch" else f"{run.mode}_partial"
-    return run.mode
+    if only:
+        return "watch_light" if trigger == "watch" else f"{mode}_partial"
+    return mode
+
+
+def run_kind(run: HealRun) -> str:
+    """The kind of ``run`` (:func:`kind_of`): a label of the metrics and notifications."""
+    return kind_of(run.mode, run.plans, run.only, run.trigger)
 
 
 def _plural(n: int, word: str) -> str:

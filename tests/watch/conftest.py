@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sessions_app.metrics import probes
+from sessions_app.metrics import probes, runindex
 from tests.checks.helpers import damage, store_of
 
 from .hooks import webhook_server
@@ -21,8 +21,10 @@ def data_dir(settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
     probes.reset()
+    runindex.reset()
     yield settings.DATA_DIR
     probes.reset()
+    runindex.reset()
 
 
 @pytest.fixture

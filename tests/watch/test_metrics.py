@@ -166,3 +166,36 @@ def test_a_running_run_and_a_failed_one(hermes_home, token):
     assert value(samples, "hermes_run_running_seconds", kind="apply") >= 0
     assert value(samples, "hermes_run_last_outcome", kind="check", outcome="failed") == 1
     assert running.pk != failed.pk
+
+
+def test_a_stored_report_of_another_shape_never_fails_a_scrape(hermes_home, token):
+    from sessions_app import runs
+
+    odd = runs.begin(runs.create("check", "command", actor_label="t"))
+    runs.finish(odd, {"version": 99, "profiles": [{"profile": "default", "findings": [{"what": 1}]}], "summary": {}})
+    samples = scrape()
+    assert value(samples, "hermes_run_last_outcome", kind="check", outcome="error") == 1
+    assert value(samples, "hermes_findings", profile="default", severity="critical") == 0
+
+
+def test_runs_are_followed_from_scrape_to_scrape(hermes_home, token):
+    from sessions_app import runs
+
+    heal("--all-profiles", "--json")
+    first = scrape()
+    assert ("hermes_run_last_outcome", (("kind", "delete"), ("outcome", "clean"))) not in first
+    going = runs.begin(runs.create("delete", "browser", actor_label="t"))
+    second = scrape()
+    assert value(second, "hermes_runs_running", kind="delete") == 1
+    report = runs.RunReport(mode="delete")
+    report.profile("default", "/x").actions.append(
+        {"action": "delete_session", "session_id": "s", "status": "failed", "reason": "", "changes": []})
+    runs.finish(going, report.as_json())
+    orphan_messages(hermes_home)
+    heal("--all-profiles", "--json")
+    third = scrape()
+    assert value(third, "hermes_runs_running", kind="delete") == 0
+    assert value(third, "hermes_run_last_outcome", kind="delete", outcome="error") == 1
+    latest = HealRun.objects.filter(mode="check").order_by("-pk").first()
+    assert value(third, "hermes_check_pass_run", profile="default") == latest.pk
+    assert value(third, "hermes_findings", profile="default", severity="critical") == 1
