@@ -199,3 +199,21 @@ def test_runs_are_followed_from_scrape_to_scrape(hermes_home, token):
     latest = HealRun.objects.filter(mode="check").order_by("-pk").first()
     assert value(third, "hermes_check_pass_run", profile="default") == latest.pk
     assert value(third, "hermes_findings", profile="default", severity="critical") == 1
+
+
+def test_the_sample_dashboard_and_alert_rules_use_metrics_that_exist(hermes_home, token):
+    import json
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    heal("--all-profiles", "--json")
+    names = {name for name, _ in scrape()}
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    rules = yaml.safe_load((docs / "alerts.yml").read_text())["groups"][0]["rules"]
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    exprs = [r["expr"] for r in rules] + [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {n for e in exprs for n in re.findall(r"\bhermes_[a-z_]+", e)}
+    assert used and used <= names, used - names
+    assert all(r["alert"] and r["labels"]["severity"] in ("warning", "critical") for r in rules)
