@@ -156,3 +156,16 @@ def test_nothing_is_recorded_without_a_channel(hermes_home, settings):
     orphan_messages(hermes_home)
     heal("--profile", "default", "--json")
     assert not notify_events()
+
+
+def test_settings_that_cannot_work_are_reported(settings):
+    from sessions_app.system_checks import watch_settings
+
+    settings.HERMES_NOTIFY_WEBHOOK_FORMAT = "teams"
+    settings.HERMES_NOTIFY_WEBHOOK_URLS = ["hooks.example.org/abc", "https://ok.example.org/x"]
+    settings.HERMES_METRICS_TOKEN = "short"
+    ids = sorted(m.id for m in watch_settings())
+    assert ids == ["hermes_admin.W010", "hermes_admin.W011", "hermes_admin.W012"]
+    settings.HERMES_NOTIFY_WEBHOOK_FORMAT, settings.HERMES_NOTIFY_WEBHOOK_URLS = "generic", ["https://ok.example.org/x"]
+    settings.HERMES_METRICS_TOKEN = "a" * 32
+    assert watch_settings() == []
