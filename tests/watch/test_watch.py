@@ -191,3 +191,19 @@ def test_once_runs_one_cycle(hermes_home, child_data):
     assert sorted(set(_run_statuses(child_data))) == ["done"]
     assert json.dumps(out.stdout)  # one line per cycle, plain text
     assert os.path.exists(child_data / "hermes_admin.sqlite3")
+
+
+@pytest.mark.django_db
+def test_the_runs_page_leaves_light_passes_out_unless_asked(hermes_home, data_dir, admin_client):
+    from tests.actions.conftest import heal
+
+    watcher = Watcher(60, 0.0, say=lambda line: None)
+    watcher.cycle()  # one light pass, one full pass
+    heal("--profile", "default", "--json")
+    light = HealRun.objects.exclude(only=[]).get()
+    full = HealRun.objects.filter(trigger="watch", only=[]).get()
+    page = admin_client.get("/runs/").content.decode()
+    assert f'href="/runs/{light.pk}/"' not in page and f'href="/runs/{full.pk}/"' in page
+    assert "1 light pass of <code>watch_stores</code> not listed" in page
+    everything = admin_client.get("/runs/?light=1").content.decode()
+    assert f'href="/runs/{light.pk}/"' in everything and "light check (watch)" in everything
