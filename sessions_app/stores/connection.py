@@ -253,16 +253,27 @@ def restore_progress(conn: sqlite3.Connection) -> None:
 def make_reads_stoppable() -> None:
     """From now on, every plain read connection of this process checks, every
     20,000 SQLite instructions, whether :func:`interrupt_all` was called, and ends
-    its statement then (``watch_stores``, which must stop within a second)."""
+    its statement then (``watch_stores``, which must stop within a second; the
+    runner reports a store whose statement was cut so as busy, "retry", never
+    damaged, and the watcher discards that pass)."""
     global _stoppable
     _stoppable = True
+
+
+def resume_reads() -> None:
+    """Undo :func:`make_reads_stoppable` and a stop request (a process that goes on
+    reading after a stop: tests)."""
+    global _stoppable
+    _stoppable = False
+    _stopping.clear()
 
 
 def interrupt_all() -> int:
     """Abort the statement running on every plain read connection of this process
     (``sqlite3.Connection.interrupt``, callable from any thread): each raises
     ``OperationalError('interrupted')`` in its own thread; after
-    :func:`make_reads_stoppable`, so does every statement started later. For a
+    :func:`make_reads_stoppable`, so does every statement started later that runs
+    past 20,000 SQLite instructions (short ones finish). For a
     process that must stop within a second (``watch_stores`` on SIGTERM) while a
     check pass runs a long ``quick_check``. Returns how many connections were open."""
     _stopping.set()
