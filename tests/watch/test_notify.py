@@ -169,3 +169,23 @@ def test_settings_that_cannot_work_are_reported(settings):
     settings.HERMES_NOTIFY_WEBHOOK_FORMAT, settings.HERMES_NOTIFY_WEBHOOK_URLS = "generic", ["https://ok.example.org/x"]
     settings.HERMES_METRICS_TOKEN = "a" * 32
     assert watch_settings() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_browser_check_pass_notifies_too(hermes_home, hook, settings, admin_client):
+    import time
+
+    settings.HERMES_ADMIN_JOB_RUNNER = "thread"
+    orphan_messages(hermes_home, profile="research")
+    response = admin_client.post("/checks/run/")
+    assert response.status_code == 302
+    deadline = time.monotonic() + 120
+    # The run is marked done first, then its notifications go out: wait for their audit event.
+    while time.monotonic() < deadline and not (HealRun.objects.filter(status__in=("done", "failed")).exists()
+                                               and notify_events()):
+        time.sleep(0.1)
+    run = HealRun.objects.get()
+    assert run.status == "done" and run.trigger == "browser"
+    assert hook.events() == ["new_critical"] and hook.bodies[0]["profile"] == "research"
+    [event] = notify_events("new_critical")
+    assert event.run_id == run.pk
