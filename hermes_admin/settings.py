@@ -30,6 +30,16 @@ Environment (all optional):
 - ``HERMES_ADMIN_LOGIN_FAILURES``: failed logins (per user name and address) before
   a lockout (default 5); ``HERMES_ADMIN_LOCKOUT_MINUTES``: how long it lasts
   (default 15; ``0``: until ``manage.py axes_reset``).
+- ``HERMES_ADMIN_METRICS_TOKEN``: bearer token of ``/metrics`` (unset: no such page);
+  ``HERMES_ADMIN_METRICS_PROBE_SECONDS``: how long a scrape reuses counts (60).
+- ``HERMES_ADMIN_NOTIFY_WEBHOOK_URL`` (several: separated by spaces or commas),
+  ``_NOTIFY_WEBHOOK_FORMAT`` (``slack`` | ``generic``), ``_NOTIFY_EMAIL_TO``
+  (comma-separated), ``_NOTIFY_TIMEOUT`` / ``_NOTIFY_ATTEMPTS`` / ``_NOTIFY_BACKOFF``
+  / ``_NOTIFY_BUDGET``, ``_STUCK_SECONDS``, ``HERMES_ADMIN_BASE_URL``; mail through
+  ``HERMES_ADMIN_EMAIL_HOST`` / ``_PORT`` / ``_USER`` / ``_PASSWORD`` / ``_USE_TLS`` /
+  ``_USE_SSL`` / ``_FROM`` (README, *Notifications*).
+- ``HERMES_ADMIN_WATCH_INTERVAL_SECONDS`` / ``_WATCH_IDLE_SECONDS``: defaults of
+  ``manage.py watch_stores`` (300, 600).
 - ``HERMES_ADMIN_LOG_FILE``: the log file (default ``<data>/logs/hermes-admin.log``;
   empty: standard error only).
 
@@ -300,6 +310,38 @@ HERMES_JSONL_MAX_LINE_BYTES = int(env_float("HERMES_ADMIN_JSONL_MAX_LINE_BYTES",
 HERMES_JSONL_MAX_FILE_BYTES = int(env_float("HERMES_ADMIN_JSONL_MAX_FILE_BYTES", 512 * 1024 * 1024))
 HERMES_JSON_MAX_BYTES = int(env_float("HERMES_ADMIN_JSON_MAX_BYTES", 32 * 1024 * 1024))
 HERMES_JSON_MAX_DEPTH = int(env_float("HERMES_ADMIN_JSON_MAX_DEPTH", 64))
+# Prometheus scrapes (issue 18): /metrics answers only with this bearer token; unset,
+# it answers 404. Counts, live sessions, trash and backups are re-read at most every
+# HERMES_METRICS_PROBE_SECONDS per process (sizes and file status on every scrape).
+HERMES_METRICS_TOKEN = os.environ.get("HERMES_ADMIN_METRICS_TOKEN", "").strip()
+HERMES_METRICS_PROBE_SECONDS = env_float("HERMES_ADMIN_METRICS_PROBE_SECONDS", 60)
+# Notifications (issue 18): webhooks (Slack/Mattermost {"text": ...} or the generic
+# shape) and/or e-mail through the EMAIL_* settings below. Each attempt times out
+# after HERMES_NOTIFY_TIMEOUT s, up to HERMES_NOTIFY_ATTEMPTS with a backoff starting
+# at HERMES_NOTIFY_BACKOFF s; a run spends at most HERMES_NOTIFY_BUDGET s on them.
+HERMES_NOTIFY_WEBHOOK_URLS = os.environ.get("HERMES_ADMIN_NOTIFY_WEBHOOK_URL", "").replace(",", " ").split()
+HERMES_NOTIFY_WEBHOOK_FORMAT = os.environ.get("HERMES_ADMIN_NOTIFY_WEBHOOK_FORMAT", "slack").strip() or "slack"
+HERMES_NOTIFY_EMAIL_TO = [a.strip() for a in os.environ.get("HERMES_ADMIN_NOTIFY_EMAIL_TO", "").split(",") if a.strip()]
+HERMES_NOTIFY_TIMEOUT = env_float("HERMES_ADMIN_NOTIFY_TIMEOUT", 3)
+HERMES_NOTIFY_ATTEMPTS = int(env_float("HERMES_ADMIN_NOTIFY_ATTEMPTS", 3))
+HERMES_NOTIFY_BACKOFF = env_float("HERMES_ADMIN_NOTIFY_BACKOFF", 0.5)
+HERMES_NOTIFY_BUDGET = env_float("HERMES_ADMIN_NOTIFY_BUDGET", 10)
+# A run still running after this many seconds is reported stuck (by watch_stores).
+HERMES_STUCK_SECONDS = env_float("HERMES_ADMIN_STUCK_SECONDS", 7200)
+# Where the dashboard is reached from outside, for the links in notifications.
+HERMES_ADMIN_BASE_URL = os.environ.get("HERMES_ADMIN_BASE_URL", "").strip().rstrip("/")
+EMAIL_HOST = os.environ.get("HERMES_ADMIN_EMAIL_HOST", "localhost")
+EMAIL_PORT = int(env_float("HERMES_ADMIN_EMAIL_PORT", 25))
+EMAIL_HOST_USER = os.environ.get("HERMES_ADMIN_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("HERMES_ADMIN_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("HERMES_ADMIN_EMAIL_USE_TLS")
+EMAIL_USE_SSL = env_bool("HERMES_ADMIN_EMAIL_USE_SSL")
+EMAIL_TIMEOUT = HERMES_NOTIFY_TIMEOUT
+DEFAULT_FROM_EMAIL = SERVER_EMAIL = os.environ.get("HERMES_ADMIN_EMAIL_FROM", "hermes-admin@localhost")
+# manage.py watch_stores: light probes every interval; a full pass of a store that
+# changed once it has been idle (no write) for the idle window.
+HERMES_WATCH_INTERVAL_SECONDS = env_float("HERMES_ADMIN_WATCH_INTERVAL_SECONDS", 300)
+HERMES_WATCH_IDLE_SECONDS = env_float("HERMES_ADMIN_WATCH_IDLE_SECONDS", 600)
 # How browser-started heal jobs run: "process" (a detached manage.py run_job) or "thread".
 HERMES_ADMIN_JOB_RUNNER = os.environ.get("HERMES_ADMIN_JOB_RUNNER", "process")
 

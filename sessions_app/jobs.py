@@ -52,7 +52,10 @@ def start(run: HealRun):
     return child
 
 
-mark_if_dead = runs.mark_if_dead  # the run page settles a killed job through it
+def mark_if_dead(run: HealRun) -> HealRun:
+    """The run page settles a killed job through this; its notification is sent
+    from a thread, so the page never waits for a webhook."""
+    return runs.mark_if_dead(run, background=True)
 
 
 def _thread_body(run_id: int) -> None:
@@ -79,8 +82,8 @@ def execute(run_id: int) -> HealRun:
         runs.finish(run, report)
         if not run.plans and run.mode in ("check", "apply"):  # a whole pass: keep its counts
             runs.record_snapshot(run, report)
-    except RunLocked as exc:
-        runs.fail(run, str(exc))
+    except RunLocked as exc:  # not a failure of the run: nothing to notify
+        runs.fail(run, str(exc), notify=False)
     except Exception as exc:  # recorded on the run for the page; the traceback goes to the job log
         runs.fail(run, f"{exc.__class__.__name__}: {exc}")
         raise

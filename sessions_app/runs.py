@@ -5,7 +5,9 @@ repair of previewed plans, a bulk deletion. Every run is created by
 :func:`create`, started by :func:`begin`, advanced by :func:`progress`, and
 ends in :func:`finish` or :func:`fail`; :func:`mark_if_dead` settles a run whose
 process was killed (browser jobs and commands alike record their pid), so no
-page polls a dead run forever.
+page polls a dead run forever. Every end of a run (finished, failed, found dead)
+is handed to ``notify.run_ended``, which tells admins what calls for it
+(issue 18; nothing when no channel is configured, never an error for the run).
 
 The report a run keeps (and ``heal_sessions --json`` prints) is built from the
 dataclasses below — the one place its shape is written (version 1)::
@@ -160,19 +162,32 @@ def progress(run: HealRun):
     return update
 
 
+def _ended(run: HealRun, background: bool = False) -> None:
+    from . import notify  # late: notify reads runs' models and this module's callers
+
+    notify.run_ended(run, background=background)
+
+
 def finish(run: HealRun, report: dict, done: int | None = None) -> HealRun:
-    """``run`` ended with ``report`` (a ``RunReport.as_json()`` document)."""
+    """``run`` ended with ``report`` (a ``RunReport.as_json()`` document); its
+    notifications (new critical findings, unreadable stores, failed repairs) are
+    sent before this returns, within ``HERMES_NOTIFY_BUDGET`` seconds."""
     run.report, run.status, run.finished_at = report, HealRun.Status.DONE, timezone.now()
     if done is not None:
         run.done = done
     run.save()
+    _ended(run)
     return run
 
 
-def fail(run: HealRun, error: str) -> HealRun:
-    """``run`` ended without a report; ``error`` says why."""
+def fail(run: HealRun, error: str, notify: bool = True) -> HealRun:
+    """``run`` ended without a report; ``error`` says why. ``notify`` False: a run
+    that did not fail on its own (another run held the lock, the watcher was told
+    to stop) sends no ``run_failed`` notification."""
     run.status, run.error, run.finished_at = HealRun.Status.FAILED, error, timezone.now()
     run.save()
+    if notify:
+        _ended(run)
     return run
 
 
@@ -184,7 +199,8 @@ FLEET_TRIGGER = "fleet"
 
 def process_alive(run: HealRun) -> bool:
     """Whether the process that began ``run`` (its ``pid``, on this machine) still
-    runs; a pid reused by another process is told apart by its start time."""
+    runs; a pid reused by another process is told apart by its start time. A
+    process we may not inspect (another user's) counts as alive."""
     if not run.pid:
         return False
     try:
@@ -192,15 +208,18 @@ def process_alive(run: HealRun) -> bool:
         started = run.started_at or run.created_at
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE and (
             started is None or proc.create_time() <= started.timestamp() + 1)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except psutil.NoSuchProcess:
         return False
+    except psutil.AccessDenied:
+        return True  # any doubt counts as alive: never settle a run that may still write
 
 
-def mark_if_dead(run: HealRun) -> HealRun:
+def mark_if_dead(run: HealRun, background: bool = False) -> HealRun:
     """A run still ``running`` whose process is gone (killed, machine restarted) is
     marked failed, so its page stops waiting. A pid reused by another process is
     told apart by its start time (it started after the run). Fleet runs
-    (:data:`FLEET_TRIGGER`) are left to their host's worker."""
+    (:data:`FLEET_TRIGGER`) are left to their host's worker. ``background``: its
+    ``run_failed`` notification is sent from a thread (the run page calls this)."""
     if run.status != HealRun.Status.RUNNING or not run.pid or run.trigger == FLEET_TRIGGER:
         return run
     alive = process_alive(run)
@@ -208,6 +227,7 @@ def mark_if_dead(run: HealRun) -> HealRun:
         run.status, run.error, run.finished_at = (
             HealRun.Status.FAILED, "the run's process ended without finishing", timezone.now())
         run.save(update_fields=["status", "error", "finished_at"])
+        _ended(run, background=background)
     return run
 
 

@@ -56,3 +56,34 @@ def log_data_folder_warnings() -> None:
             log.warning("%s: %s Fix: %s", message.id, message.msg, message.hint)
     except Exception:  # a start-up warning must never keep the dashboard from starting
         log.exception("could not check the data folder's permissions")
+
+
+MIN_TOKEN_CHARS = 16
+
+
+@checks.register("notifications")
+def watch_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Settings of metrics and notifications that cannot work as given (issue 18):
+    ``hermes_admin.W012`` an unknown webhook format; ``W010`` a webhook URL that is not
+    http(s); ``W011`` a metrics token short enough to guess."""
+    found = []
+    fmt = getattr(settings, "HERMES_NOTIFY_WEBHOOK_FORMAT", "slack")
+    if fmt not in ("slack", "generic"):
+        found.append(checks.Warning(
+            f"HERMES_ADMIN_NOTIFY_WEBHOOK_FORMAT is {fmt!r}: webhooks would be sent in the slack shape.",
+            hint="set it to 'slack' ({\"text\": ...}, Slack and Mattermost) or 'generic'", id="hermes_admin.W012"))
+    for url in getattr(settings, "HERMES_NOTIFY_WEBHOOK_URLS", []) or []:
+        if not url.lower().startswith(("https://", "http://")):
+            from .notify.channels import redact
+
+            found.append(checks.Warning(
+                f"HERMES_ADMIN_NOTIFY_WEBHOOK_URL has an entry that is not an http(s) URL ({redact(url)}): "
+                "deliveries to it fail and are recorded as failed.",
+                hint="give the incoming webhook's full https:// address", id="hermes_admin.W010"))
+    token = getattr(settings, "HERMES_METRICS_TOKEN", "") or ""
+    if token and len(token) < MIN_TOKEN_CHARS:
+        found.append(checks.Warning(
+            f"HERMES_ADMIN_METRICS_TOKEN has {len(token)} characters: short enough to guess.",
+            hint="use a random secret, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+            id="hermes_admin.W011"))
+    return found

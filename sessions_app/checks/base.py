@@ -147,6 +147,9 @@ class Check:
     ``runner_emitted`` marks codes the runner itself reports (access problems).
     ``reads_other_stores`` marks checks that read ``ctx.other_stores``: the runner
     then leaves out the ones that are locked (see ``runner.reachable_others``).
+    ``light`` marks cheap store-level checks (file state, small tables, no
+    ``quick_check``, no walk of the messages): ``watch_stores`` runs them every few
+    minutes (``registry.light_codes``).
     """
 
     code: str = ""
@@ -158,6 +161,7 @@ class Check:
     requires: tuple = ()
     runner_emitted: bool = False
     reads_other_stores: bool = False
+    light: bool = False
 
     def applies(self, ctx: CheckContext) -> bool:
         """Store-level checks run in full passes only; capabilities must be present."""

@@ -39,6 +39,7 @@ def _listdir(path: Path) -> list[str]:
 
 class WalOversized(Check):
     code = "wal_oversized"
+    light = True
     severity = "warning"
     scope = "store"
     title = "Write-ahead log is very large"
@@ -88,6 +89,7 @@ def deleted_sidecar_holders(db_path: Path) -> list[dict]:
 
 class WalGenerationSplit(Check):
     code = "wal_generation_split"
+    light = True
     severity = "critical"
     scope = "store"
     title = "A write-ahead log generation was lost"
@@ -116,6 +118,7 @@ class WalGenerationSplit(Check):
 
 class RepairLeftovers(Check):
     code = "repair_leftovers"
+    light = True
     severity = "warning"
     scope = "store"
     title = "Traces of failed repairs"

@@ -58,6 +58,12 @@ def codes() -> list[str]:
     return [check.code for check in CATALOG]
 
 
+def light_codes() -> list[str]:
+    """Codes of the cheap store-level checks (``Check.light``), in catalog order:
+    what ``watch_stores`` runs on every cycle (``--only`` of its light passes)."""
+    return [check.code for check in CATALOG if check.light]
+
+
 def get(code: str) -> Check:
     """The check for ``code``; KeyError for an unknown code."""
     return BY_CODE[code]

@@ -14,6 +14,7 @@ import time
 
 from django.conf import settings
 
+from ..stores.connection import restore_progress, stop_requested
 from ..stores.discovery import DEFAULT_PROFILE
 from ..stores.liveness import holder_is_dead, holder_pid
 from .base import Check, ago, capped, plural
@@ -78,6 +79,7 @@ _NEVER_USED_RE = re.compile(r"^Page \d+ is never used$")
 
 class StoreUnreadable(Check):
     code = "store_unreadable"
+    light = True
     severity = "critical"
     scope = "store"
     runner_emitted = True
@@ -91,6 +93,7 @@ class StoreUnreadable(Check):
 
 class StoreBusy(Check):
     code = "store_busy"
+    light = True
     severity = "warning"
     scope = "store"
     runner_emitted = True
@@ -103,6 +106,7 @@ class StoreBusy(Check):
 
 class SchemaMalformed(Check):
     code = "schema_malformed"
+    light = True
     severity = "critical"
     scope = "store"
     runner_emitted = True
@@ -182,7 +186,7 @@ def quick_check(ctx) -> dict:
     def compute():
         budget = float(getattr(settings, "HERMES_QUICK_CHECK_BUDGET", 60))
         deadline = time.monotonic() + budget
-        ctx.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+        ctx.conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline or stop_requested() else 0, 10_000)
         try:
             try:
                 lines = _quick_check_lines(ctx.conn)
@@ -199,7 +203,7 @@ def quick_check(ctx) -> dict:
             ctx.notes.append(f"quick_check skipped: ran past its {budget:.0f} s budget")
             return {"state": "skipped", "lines": [], "objects": [], "reason": "time budget"}
         finally:
-            ctx.conn.set_progress_handler(None, 0)
+            restore_progress(ctx.conn)  # the connection's own budget and stop request
 
     return ctx.memo("quick_check", compute)
 
@@ -227,6 +231,7 @@ class StoreCorrupt(Check):
 
 class SchemaOutdated(Check):
     code = "schema_outdated"
+    light = True
     severity = "info"
     scope = "store"
     title = "Store predates the newest schema"
@@ -388,6 +393,7 @@ LEASE_TABLES = (("session_turn_leases", "conversation_id", "turn lease"),
 
 class StaleLease(Check):
     code = "stale_lease"
+    light = True
     severity = "warning"
     heal = "clear_stale_lease"
     scope = "store"
@@ -435,6 +441,7 @@ def _scope_profile(scope: str | None) -> str:
 
 class OrphanDependents(Check):
     code = "orphan_dependents"
+    light = True
     severity = "warning"
     scope = "store"
     title = "Rows pointing at deleted sessions"

@@ -21,7 +21,9 @@ doing, the same files a Hermes reader creates, never ours.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -34,6 +36,14 @@ from . import busy
 from .discovery import Profile
 
 GLANCE_SUFFIX = "_glance"
+# Plain read connections open right now, so a process told to stop (``watch_stores``
+# on SIGTERM) can abort their running statements at once (:func:`interrupt_all`).
+_open_reads: "weakref.WeakSet[sqlite3.Connection]" = weakref.WeakSet()
+_open_reads_lock = threading.Lock()
+# Set by :func:`interrupt_all`; only in a process that asked for it
+# (:func:`make_reads_stoppable`) does every later statement then stop at once too.
+_stopping = threading.Event()
+_stoppable = False
 # Django alias -> (store path, busy timeout in seconds), for counting lock errors.
 _alias_stores: dict[str, tuple[Path, float]] = {}
 
@@ -124,6 +134,7 @@ class ReadConnection(sqlite3.Connection):
     db_path: Path
     busy_timeout: float
     met_lock = False
+    progress = None  # the progress handler open_ro installed (budget, stop request)
 
     def _locked(self, exc: sqlite3.Error) -> None:
         if is_lock_error(exc):
@@ -200,18 +211,80 @@ def open_ro(db_path: Path, timeout: float | None = None, budget: float | None = 
     conn = sqlite3.connect(ro_uri(db_path), uri=True, timeout=timeout, detect_types=0, isolation_level=None,
                            factory=ReadConnection)
     conn.db_path, conn.busy_timeout = Path(db_path), timeout
+    with _open_reads_lock:
+        _open_reads.add(conn)
     if lenient:
         conn.text_factory = replacing_text
     try:
         conn.execute("PRAGMA query_only=1")
+        handler = None
         if budget is not None:
             deadline = time.monotonic() + budget
-            conn.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 20_000)
+            if _stoppable:
+                handler = lambda: 1 if _stopping.is_set() or time.monotonic() > deadline else 0  # noqa: E731
+            else:
+                handler = lambda: 1 if time.monotonic() > deadline else 0  # noqa: E731
+        elif _stoppable:
+            handler = _stopping.is_set
+        conn.progress = handler
+        restore_progress(conn)
         yield conn
         if not conn.met_lock:
             busy.readable(db_path)
     finally:
+        with _open_reads_lock:
+            _open_reads.discard(conn)
         conn.close()
+
+
+def stop_requested() -> bool:
+    """Whether this process was told to stop its reads (see :func:`make_reads_stoppable`);
+    a check that installs a progress handler of its own ends on it too."""
+    return _stoppable and _stopping.is_set()
+
+
+def restore_progress(conn: sqlite3.Connection) -> None:
+    """Put back the progress handler :func:`open_ro` gave ``conn`` (its budget, the
+    stop request), after a check replaced it with its own for one statement."""
+    handler = getattr(conn, "progress", None)
+    conn.set_progress_handler(handler, 20_000) if handler is not None else conn.set_progress_handler(None, 0)
+
+
+def make_reads_stoppable() -> None:
+    """From now on, every plain read connection of this process checks, every
+    20,000 SQLite instructions, whether :func:`interrupt_all` was called, and ends
+    its statement then (``watch_stores``, which must stop within a second; the
+    runner reports a store whose statement was cut so as busy, "retry", never
+    damaged, and the watcher discards that pass)."""
+    global _stoppable
+    _stoppable = True
+
+
+def resume_reads() -> None:
+    """Undo :func:`make_reads_stoppable` and a stop request (a process that goes on
+    reading after a stop: tests)."""
+    global _stoppable
+    _stoppable = False
+    _stopping.clear()
+
+
+def interrupt_all() -> int:
+    """Abort the statement running on every plain read connection of this process
+    (``sqlite3.Connection.interrupt``, callable from any thread): each raises
+    ``OperationalError('interrupted')`` in its own thread; after
+    :func:`make_reads_stoppable`, so does every statement started later that runs
+    past 20,000 SQLite instructions (short ones finish). For a
+    process that must stop within a second (``watch_stores`` on SIGTERM) while a
+    check pass runs a long ``quick_check``. Returns how many connections were open."""
+    _stopping.set()
+    with _open_reads_lock:
+        conns = list(_open_reads)
+    for conn in conns:
+        try:
+            conn.interrupt()
+        except sqlite3.ProgrammingError:  # closed meanwhile
+            pass
+    return len(conns)
 
 
 def sqlite_cause(exc: BaseException) -> BaseException:

@@ -9,10 +9,13 @@ from django.urls import include, path, register_converter
 
 from ..converters import RowIdConverter
 from ..views import sessions as session_views
+from ..views.metrics import metrics_view
 
 register_converter(RowIdConverter, "rowid")  # a message id SQLite can hold (64-bit), else 404
 
 urlpatterns = [
+    # Prometheus' default metrics_path; a bearer token, not the login (views/metrics.py).
+    path("metrics", metrics_view, name="metrics"),
     path("", include("sessions_app.urls.sessions")),
     path("", include("sessions_app.urls.health")),
     path("", include("sessions_app.urls.deletion")),

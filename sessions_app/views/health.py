@@ -9,6 +9,7 @@ from dataclasses import asdict, replace
 from django.contrib import messages as flash
 from django.core import signing
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -103,8 +104,18 @@ def run_detail(request, pk):
 @require_GET
 @require_perm("view_dashboard")
 def run_list(request):
-    runs = HealRun.objects.select_related("actor")[:100]
-    return render(request, "sessions/runs.html", {"runs": runs})
+    """The latest 100 runs. The light passes of ``watch_stores`` (one every few
+    minutes) are left out unless ``?light=1``: they would push every other run off
+    the page; the page says how many there are."""
+    show_light = request.GET.get("light") == "1"
+    light = Q(trigger="watch") & ~Q(only=[])
+    runs = HealRun.objects.select_related("actor")
+    hidden = 0
+    if not show_light:
+        hidden = HealRun.objects.filter(light).count()
+        runs = runs.exclude(light)
+    return render(request, "sessions/runs.html", {"runs": runs[:100], "show_light": show_light,
+                                                  "hidden_light": hidden})
 
 
 def _finding_for(store, session_id, code):
