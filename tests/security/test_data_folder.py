@@ -56,7 +56,7 @@ DELETE_IN_A_JOB = textwrap.dedent(f"""
     from django.contrib.auth import authenticate
     from django.test import RequestFactory
     from sessions_app import jobs
-    from sessions_app.actions import delete as deletion
+    from sessions_app.actions import deletion
     from sessions_app.models import HealRun
     from sessions_app.stores import registry
 
