@@ -45,7 +45,7 @@ from django.conf import settings
 from ..stores import jsonl
 from ..stores.liveness import idle_seconds_setting
 from ..stores.transcript import JSON_PREFIX
-from .base import Action, Change, one
+from .base import Action, Change, Changed, one
 from .files import move_without_loss
 from .session_rows import message_facts
 from .transcript_order import recount, write_in_order
@@ -255,6 +255,7 @@ class ImportJsonlTranscript(Action):
             "path": str(path), "imported": [parsed.messages[i].number for i in imported], "superseded": superseded,
             "rows_before": before["rows"], "matched_hidden": a.matched_hidden, "moves": moves, "session": session,
             "tool_calls": calls, "bad_lines": bad, "other_lines": other, "notes": notes,
+            "file_identity": jsonl.file_identity(path, store_path=ctx.store.path),
         })
         plan.blocked = self._blocked(ctx, a, path)
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
@@ -287,14 +288,39 @@ class ImportJsonlTranscript(Action):
             raise ValueError("the owner must be this store's profile")
 
     def state(self, conn, caps, plan):
+        """Cheap on purpose (it is read again inside the write transaction): the file's
+        ``[size, mtime_ns, inode]`` by ``lstat``, the session's rows and counters. The
+        file itself is read before the transaction (:meth:`load`)."""
         path = Path(plan.params["path"])
-        a = analyse(conn, caps, plan.session_id, path, plan.store_path)
-        return {"file": jsonl.file_identity(path, store_path=plan.store_path), "session_exists": a.session_exists,
-                "rows": a.digest(), "messages": message_facts(conn, caps, plan.session_id)}
+        try:
+            st = path.lstat()
+            stat_id = [st.st_size, st.st_mtime_ns, st.st_ino]
+        except OSError:
+            stat_id = None
+        rows = jsonl.store_rows(conn, caps, plan.session_id)
+        digest = json.dumps([[r.id, r.key, r.tool_name, r.visible] for r in rows])
+        return {"file": stat_id, "session_exists": bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?",
+                                                           (plan.session_id,))),
+                "rows": [len(rows), hashlib.sha256(digest.encode()).hexdigest()],
+                "messages": message_facts(conn, caps, plan.session_id)}
 
-    def write(self, conn, caps, plan):
+    def load(self, store, conn, caps, plan):
+        """Before the write transaction: parse the file once and check it is, byte for
+        byte, the file the plan was made from (``params["file_identity"]``)."""
+        p = plan.params
+        identity = jsonl.file_identity(Path(p["path"]), store_path=plan.store_path)
+        if identity is None or identity != p.get("file_identity"):
+            raise Changed("the file changed since the import was planned")
+        return analyse(conn, caps, plan.session_id, Path(p["path"]), plan.store_path)
+
+    def write(self, conn, caps, plan, loaded=None):
         p, sid = plan.params, plan.session_id
-        a = analyse(conn, caps, sid, Path(p["path"]), plan.store_path)
+        if loaded is None:
+            a = analyse(conn, caps, sid, Path(p["path"]), plan.store_path)
+        else:  # the file as read before the lock, aligned with the rows as they are now
+            a = loaded
+            a.alignment = jsonl.align(a.file.messages, jsonl.store_rows(conn, caps, sid))
+            a.session_exists = bool(one(conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)))
         ops = a.operations
         imported = [a.file.messages[i].number for op, i in ops if op == "insert"]
         superseded = [a.alignment.rows[j].id for op, j in ops if op == "copy"]
@@ -349,7 +375,7 @@ class ImportJsonlTranscript(Action):
         still equal the plan's guard, re-checked on the archived copy too, since an
         agent diverting turns may append between the import's COMMIT and the move.
         A changed file stays (or is put back) in ``sessions/``, for the next run."""
-        guard = (plan.guard or {}).get("file")
+        guard = plan.params.get("file_identity")
         if guard is None or jsonl.file_identity(source, store_path=plan.store_path) != guard:
             return (f"{source.name} not archived: it changed after the import was planned (a turn may have been "
                     "diverted into it); it stays in place for the next run")
