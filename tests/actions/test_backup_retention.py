@@ -185,3 +185,33 @@ def test_a_data_disk_too_small_for_a_backup_is_tried_once_per_store(aged_home, m
     assert len(actions) == 5 and {a["status"] for a in actions} == {"failed"}
     assert all("not enough free space" in a["reason"] for a in actions)
     assert len(tries) == 1
+
+
+def test_a_backup_holding_rows_the_store_lost_is_kept_past_its_retention(aged_home, use_roots, settings):
+    """Copies on disk are never removed while they hold what the store lacks: an old
+    backup with messages a still-existing session lost is kept by purge_backups, and
+    removed once nothing of it is missing any more."""
+    import os
+
+    from sessions_app.stores import backup as backups
+
+    from ..checks.helpers import damage
+    from ..conftest import ids
+    from .conftest import store
+
+    use_roots(aged_home)
+    s = store(aged_home, "default")
+    sid = ids("default")["long"]
+    first = backups.backup_store(s, label="before")
+    with damage(s) as db:  # history lost under a live session: the rows go, the session stays
+        db.execute("DELETE FROM messages WHERE id IN (SELECT id FROM messages WHERE session_id = ? LIMIT 3)", (sid,))
+    backups.backup_store(s, label="after")
+    folder = Path(first.path).parent
+    old = time.time() - 90 * 86400
+    os.utime(folder, (old, old))
+    manifest = json.loads((folder / "backup.json").read_text())
+    manifest["created_at"] = old
+    (folder / "backup.json").write_text(json.dumps(manifest))
+    out, err = StringIO(), StringIO()
+    call_command("purge_backups", "--older-than", "30", "--keep", "1", stdout=out, stderr=err)
+    assert folder.exists() and "still holds 3 message row(s) its store lost" in err.getvalue()

@@ -23,7 +23,10 @@ from django.core.management.base import CommandError
 
 from ... import audit
 from ...models import AuditEvent
+from pathlib import Path
+
 from ...stores import backup
+from ...stores.still_needed import lost_rows
 from ..purge import PurgeCommand
 
 
@@ -58,8 +61,23 @@ class Command(PurgeCommand):
                 plan={"path": item.path, "size": item.size, "created_at": item.created_at, "verified": item.verified},
             )
 
-        items = self.purge(lambda: backup.expired_backups(older_than_days=days, keep=keep, known=known),
-                           options["dry_run"], record)
+        kept: list[str] = []
+
+        def expired():
+            # A backup holding rows of a session the store still has but lost (history
+            # gone missing under a live session) may be their only copy: kept.
+            items = []
+            for item in backup.expired_backups(older_than_days=days, keep=keep, known=known):
+                lost = lost_rows(Path(item.path) / "state.db", item.store_path) if item.store_path else 0
+                if lost:
+                    kept.append(f"{item.path}: still holds {lost} message row(s) its store lost")
+                else:
+                    items.append(item)
+            return items
+
+        items = self.purge(expired, options["dry_run"], record)
+        for why in kept:
+            self.stderr.write(f"kept {why}")
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days, "keep": keep,

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 from ... import trash
+from ...stores.still_needed import lost_rows
 from ... import audit
 from ..purge import PurgeCommand
 
@@ -38,7 +41,24 @@ class Command(PurgeCommand):
                 plan={"path": item.path, "kind": item.kind, "state": item.state, "age_days": round(item.age_days, 2)},
             )
 
-        items = self.purge(lambda: trash.expired(older_than_days=days), options["dry_run"], record)
+        kept: list[str] = []
+
+        def expired():
+            # An entry that still holds rows of a session its store has again (history an
+            # agent's later writes did not bring back) is the only copy of them: kept.
+            items = []
+            for item in trash.expired(older_than_days=days):
+                entry = trash.get_entry(Path(item.path).name) if item.kind == "entry" else None
+                lost = lost_rows(entry.rows_path, entry.manifest.get("store_path", "")) if entry else 0
+                if lost:
+                    kept.append(f"{item.path}: still holds {lost} message row(s) its store lost")
+                else:
+                    items.append(item)
+            return items
+
+        items = self.purge(expired, options["dry_run"], record)
+        for why in kept:
+            self.stderr.write(f"kept {why}")
         if options["json"]:
             self.stdout.write(json.dumps({
                 "version": 1, "dry_run": options["dry_run"], "retention_days": days,
