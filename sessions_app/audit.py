@@ -15,11 +15,12 @@ def record(event: AuditEvent | None = None, *, backup=None, **fields) -> AuditEv
     ``backup`` (a ``stores.backup.BackupRecord`` or None) fills the backup path,
     size in bytes and sha256; every other keyword is an ``AuditEvent`` field.
     """
-    fields.update(
-        backup_path=backup.path if backup else "",
-        backup_size=backup.size if backup else None,
-        backup_sha256=backup.sha256 if backup else "",
-    )
+    if event is None or backup is not None:  # completing an event keeps its backup unless given one
+        fields.update(
+            backup_path=backup.path if backup else "",
+            backup_size=backup.size if backup else None,
+            backup_sha256=backup.sha256 if backup else "",
+        )
     if event is None:
         return AuditEvent.objects.create(**fields)
     for name, value in fields.items():

@@ -24,7 +24,13 @@ USERNAME_MAX = 150  # Django's own limit for a user name
 
 @receiver(user_login_failed, dispatch_uid="sessions_app.audit_failed_login")
 def audit_failed_login(sender, credentials=None, request=None, **kwargs) -> None:
-    username = str((credentials or {}).get("username") or "")[:USERNAME_MAX]
+    typed = str((credentials or {}).get("username") or "")[:USERNAME_MAX]
+    # Only a name that is a user's is recorded: what was typed may be a password
+    # entered into the wrong field, which must reach neither the audit trail nor the log.
+    from django.contrib.auth import get_user_model
+
+    known = bool(typed) and get_user_model().objects.filter(username=typed).exists()
+    username = typed if known else f"<an unknown user name of {len(typed)} characters>"
     address = request.META.get("REMOTE_ADDR") if request is not None else None
     locked = bool(getattr(request, "axes_locked_out", False))
     failures = getattr(request, "axes_failures_since_start", None)

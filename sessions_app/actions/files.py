@@ -24,6 +24,13 @@ def _stat(path: Path):
     return [st.st_size, st.st_mtime_ns]
 
 
+def plan_store(plan):
+    """A stand-in with the ``path`` of the plan's store (what the store-file guard needs)."""
+    class _Path:
+        path = Path(plan.store_path)
+    return _Path()
+
+
 def ensure_sessions_dir(folder: Path) -> None:
     """Create a profile's missing ``sessions/`` folder with the profile folder's own
     mode (the dashboard's umask is 077, which would lock Hermes out of it when the
@@ -48,18 +55,30 @@ def move_without_loss(source: Path, target: Path) -> Path:
     while final.exists():
         final = target.with_name(f"{target.name}.{n}")
         n += 1
-    if source.stat().st_dev == final.parent.stat().st_dev:
-        os.link(source, final)  # fails instead of replacing an existing name
-        os.unlink(source)
+    before = os.lstat(source)
+    if before.st_dev == final.parent.stat().st_dev:
+        os.link(source, final, follow_symlinks=False)  # fails instead of replacing an existing name
+        _unlink_if_same(source, os.lstat(final))
         return final
-    before = source.stat()
-    shutil.copy2(source, final)
-    after = source.stat()
+    shutil.copy2(source, final, follow_symlinks=False)
+    after = os.lstat(source)
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns) or final.stat().st_size != after.st_size:
         final.unlink()
         raise OSError(f"{source} changed while it was copied; left in place")
-    os.unlink(source)
+    _unlink_if_same(source, before)
     return final
+
+
+def _unlink_if_same(source: Path, expected) -> None:
+    """Unlink ``source`` only while it is still the file moved (same device, inode,
+    size and mtime): Hermes may have replaced it by a new version meanwhile (an
+    atomic rename), which must stay."""
+    now = os.lstat(source)
+    if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
+            expected.st_dev, expected.st_ino, expected.st_size, expected.st_mtime_ns):
+        raise OSError(f"{source} was replaced while it was moved; the new file stays, a copy of the old one is "
+                      "in the trash")
+    os.unlink(source)
 
 
 def session_files_by_id(store, ids) -> dict[str, list[str]]:
@@ -142,11 +161,21 @@ class RemoveLeftoverFiles(Action):
         folder, target = Path(plan.params["dir"]), Path(plan.params["target"])
         target.mkdir(parents=True, exist_ok=True)
         moved = 0
+        from ..stores import registry, session_files
+
+        # Checked again right before each move (a plan stays valid for an hour): never a
+        # symlink, never a store's own file under another name (docs/architecture.md §2, rule 5).
+        identities = session_files.store_identities(
+            session_files.store_paths_of(plan_store(plan), [s for s in registry.stores()]))
         for name in plan.params["files"]:
             source = folder / name
-            if source.exists():
-                move_without_loss(source, target / name)
-                moved += 1
+            if not os.path.lexists(source):
+                continue
+            why = session_files.refusal(source, identities)
+            if why:
+                raise ValueError(f"{name} is not moved: {why}")
+            move_without_loss(source, target / name)
+            moved += 1
         return moved
 
     def verify(self, conn, caps, plan):

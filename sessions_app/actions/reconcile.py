@@ -15,6 +15,7 @@ import time
 
 from django.utils import timezone
 
+from ..audit import record
 from ..models import AuditEvent, HealRun
 from ..runs import mark_if_dead
 from ..stores.store import Store
@@ -76,11 +77,9 @@ def reconcile(store: Store) -> int:
             found = _verdict(store, conn, caps, event)
             stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
             if found is None:
-                event.reason = f"{STARTED}; what it did could not be told from the store (looked {stamp})"
+                record(event, reason=f"{STARTED}; what it did could not be told from the store (looked {stamp})")
             else:
-                event.outcome = found[0]
-                event.reason = (f"the process ended before it recorded the outcome; reconciled {stamp}: "
-                                f"{found[1]}")
-            event.save(update_fields=["outcome", "reason"])
+                record(event, outcome=found[0], reason=(f"the process ended before it recorded the outcome; "
+                                                        f"reconciled {stamp}: {found[1]}"))
             settled += 1
     return settled
