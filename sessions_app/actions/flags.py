@@ -205,8 +205,10 @@ class FlagWrite(_FlagsWrite):
             sets.append("auto_archived = 0")  # a deliberate archive, not the idle sweep's
         if self.unhide:
             sets.append("hidden = 0")
-        n = ctx.conn.execute(LINEAGE_CTE + f"UPDATE sessions SET {', '.join(sets)} WHERE id IN (SELECT id FROM lineage)",
-                             (self.session_id, self.session_id, self.value)).rowcount
+        ctx.conn.execute(LINEAGE_CTE + f"UPDATE sessions SET {', '.join(sets)} WHERE id IN (SELECT id FROM lineage)",
+                         (self.session_id, self.session_id, self.value))
+        # A statement led by WITH reports no rowcount to Python's sqlite3 (-1).
+        n = ctx.conn.execute("SELECT changes()").fetchone()[0]
         if n != len(self.ids):
             raise Mismatch(f"updated {n} rows, planned {len(self.ids)}")
         ctx.outcome.rows_changed = n

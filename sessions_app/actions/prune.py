@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from .. import trash
 from ..stores import liveness as live_mod
 from ..stores import retention
+from ..stores.lineage import UP_CAP, Lineage
 from ..stores.retention import Criteria
 from ..stores.store import Store
 from .deletion.apply import export_and_delete, move_files_into
@@ -58,6 +59,7 @@ class Unit:
     ended_at: float | None = None
     title: str | None = None
     source: str | None = None
+    parents: list[str] = field(default_factory=list)  # parents of its sessions outside it
 
     @property
     def ids(self) -> list[str]:
@@ -156,11 +158,16 @@ def plan_units(store: Store, conn, caps, criteria: Criteria, now: float | None =
     index = live_mod.live_sessions(store, conn, caps, now)
     stats = retention.message_stats(conn, ids)
     staying: dict[str, str] = {}  # root of a spared unit -> why
+    delegated = [root for root, _, _ in pending if root not in covered and root in graph.children_of_someone]
+    held_by = pinned_delegators(conn, caps, delegated)
     for root, lineage, delegates in pending:
         if root in covered:
             continue  # a delegate of another unit's session: judged with that unit
         unit_ids = lineage + delegates
         spare = _spare_reason(unit_ids, delegates, ended, pinned, index, graph)
+        if spare is None and root in held_by:
+            spare = ("pinned", f"a delegate child of the pinned session {held_by[root]}: the pin keeps the work it "
+                               "delegated too")
         if spare:
             out.spared.append(Spared(unit_ids, *spare))
             staying[root] = spare[0]
@@ -174,6 +181,9 @@ def plan_units(store: Store, conn, caps, criteria: Criteria, now: float | None =
                 unit.content_bytes += found.content_bytes
         ends = [ended[s] for s in lineage if isinstance(ended.get(s), (int, float))]
         unit.ended_at = max(ends) if ends else None
+        inside = set(unit_ids)
+        unit.parents = sorted({p for p, kids in graph.children.items() if p not in inside
+                               for k in kids if k in inside}) if graph.children_of_someone & inside else []
         out.units.append(unit)
     for root, lineage, _delegates in pending:
         if root in covered and covered[root] in staying:
@@ -208,18 +218,83 @@ def _spare_reason(unit_ids, delegates, ended, pinned, index, graph) -> tuple[str
     return None
 
 
+def pinned_delegators(conn, caps, ids: list[str]) -> dict[str, str]:
+    """``id -> pinned ancestor`` for those of ``ids`` that are delegate children
+    (recursively) of a pinned session: a subagent's work belongs to the
+    conversation that delegated it, so a pin there keeps it too."""
+    if not caps.has("sessions", "pinned") or not caps.has("sessions", "parent_session_id"):
+        return {}
+    graph = Lineage(conn, caps.columns("sessions"))
+    found = {}
+    for sid in ids:
+        node, seen = graph.get(sid), {sid}
+        for _ in range(UP_CAP):
+            parent = graph.parent(node) if node else None
+            if not parent or parent.get("missing") or parent["edge"] != "delegate" or parent["id"] in seen:
+                break
+            seen.add(parent["id"])
+            row = conn.execute("SELECT pinned FROM sessions WHERE id = ?", (parent["id"],)).fetchone()
+            if row and row[0]:
+                found[sid] = parent["id"]
+                break
+            node = parent
+    return found
+
+
+def related(units: list[Unit]) -> list[list[Unit]]:
+    """Units in groups that must share a batch, parents first.
+
+    A unit holding the parent of another unit's session (a branch or reset child,
+    a delegate of a release that marked none) detaches that child when it runs. In
+    one transaction, parent first, the child's own export still reads the link (the
+    export reads the committed store), and the parent's entry records the child as
+    detached: the two trash entries then restore in either order with the link
+    back. Split over two transactions one of those records would be lost.
+    """
+    owner = {sid: n for n, unit in enumerate(units) for sid in unit.ids}
+    group = list(range(len(units)))
+
+    def find(i):
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for n, unit in enumerate(units):
+        for parent in unit.parents:
+            if parent in owner:
+                group[find(n)] = find(owner[parent])
+    members: dict[int, list[int]] = {}
+    for n in range(len(units)):
+        members.setdefault(find(n), []).append(n)
+    out = []
+    for root in sorted(members, key=lambda r: min(members[r])):
+        ordered, placed, pending = [], set(), list(members[root])
+        while pending:  # parents first (a unit whose parents are all placed, or outside the group)
+            ready = [n for n in pending if all(owner.get(p) in placed or owner.get(p) is None
+                                               or owner.get(p) == n for p in units[n].parents)] or pending[:1]
+            for n in ready:
+                ordered.append(units[n])
+                placed.add(n)
+            pending = [n for n in pending if n not in placed]
+        out.append(ordered)
+    return out
+
+
 def batches(units: list[Unit], size: int = BATCH_UNITS, max_rows: int = BATCH_ROWS) -> list[list[Unit]]:
     """Units in batches of at most ``size`` units and about ``max_rows`` message rows
-    (one unit bigger than that is a batch of its own)."""
+    (one unit, or one group of related units, bigger than that is a batch of its
+    own); related units share a batch, parents first (:func:`related`)."""
     out: list[list[Unit]] = []
     current: list[Unit] = []
     rows = 0
-    for unit in units:
-        if current and (len(current) >= size or rows + unit.rows > max_rows):
+    for group in related(units):
+        weight = sum(u.rows for u in group)
+        if current and (len(current) + len(group) > size or rows + weight > max_rows):
             out.append(current)
             current, rows = [], 0
-        current.append(unit)
-        rows += unit.rows
+        current.extend(group)
+        rows += weight
     if current:
         out.append(current)
     return out
@@ -244,6 +319,9 @@ def qualify(store: Store, conn, caps, plan: DeletePlan, criteria: Criteria, now:
     held = sorted(s for s in ids if s in pinned)
     if held:
         return Spared(ids, "pinned", f"pinned ({', '.join(held[:3])}): spared")
+    by = pinned_delegators(conn, caps, [plan.session_id])
+    if by:
+        return Spared(ids, "pinned", f"a delegate child of the pinned session {by[plan.session_id]}: spared")
     open_delegates = [d for d in delegates if ended.get(d) is None]
     if open_delegates:
         return Spared(ids, "open_delegate", f"delegate child {', '.join(open_delegates[:3])} has not ended")

@@ -271,6 +271,13 @@ class Graph:
         return found
 
     @property
+    def children_of_someone(self) -> set[str]:
+        """Every session that has a parent link (built once)."""
+        if not hasattr(self, "_has_parent"):
+            self._has_parent = {c for kids in self.children.values() for c in kids}
+        return self._has_parent
+
+    @property
     def compression_children(self) -> dict[str, list[str]]:
         """parent -> its compression children (built once)."""
         if not hasattr(self, "_below"):
