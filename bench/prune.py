@@ -110,7 +110,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, default=REPO / "var" / "bench" / "home-1m")
     parser.add_argument("--older-than", type=float, default=170.0, help="days (bounds how much goes)")
-    parser.add_argument("--batch-size", type=int, default=25)
+    parser.add_argument("--batch-size", type=int, default=None, help="units per batch (default: the product's)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--no-hermes", action="store_true", help="skip hermes-agent 0.19.0's own prune")
     args = parser.parse_args()
@@ -133,7 +133,7 @@ def main() -> int:
     from sessions_app import trash
     from sessions_app.actions import guarded
     from sessions_app.actions.deletion import Deleter
-    from sessions_app.actions.prune import plan_units
+    from sessions_app.actions.prune import BATCH_ROWS, BATCH_UNITS, plan_units
     from sessions_app.actions.prune_run import Pruner, run_prune
     from sessions_app.stores import autoprune, registry
     from sessions_app.stores.retention import Criteria
@@ -143,7 +143,7 @@ def main() -> int:
     size = stats(store.path)
     criteria = Criteria(older_than_days=args.older_than)
     res: dict = {"store": size, "criteria": criteria.as_dict(), "copy_seconds": round(copied, 1),
-                 "batch_size": args.batch_size}
+                 "batch_units": args.batch_size or BATCH_UNITS, "batch_rows": BATCH_ROWS}
 
     t = time.perf_counter()
     with store.read() as conn:
@@ -183,7 +183,7 @@ def main() -> int:
     try:
         t = time.perf_counter()
         report = run_prune([store], criteria, apply=True, writer=Pruner(actor_label="bench"),
-                           batch_units=args.batch_size)
+                           batch_units=args.batch_size or BATCH_UNITS)
         applied = time.perf_counter() - t
     finally:
         writer.terminate()
@@ -206,8 +206,10 @@ def main() -> int:
         "trash_entries": len(trash.list_entries()),
     }
     entries = [e for e in trash.list_entries() if e.state == "deleted"][:20]
+    restorer = Deleter(actor_label="bench")
+    restorer.backup_for(store)  # one backup per writer, as a run takes it; timed apart above
     t = time.perf_counter()
-    outcomes = [Deleter(actor_label="bench").restore(store, e) for e in entries]
+    outcomes = [restorer.restore(store, e) for e in entries]
     res["restore"] = {"entries": len(entries), "seconds": time.perf_counter() - t,
                       "applied": sum(o.status == "applied" for o in outcomes)}
     if not args.no_hermes:

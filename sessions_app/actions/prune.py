@@ -39,8 +39,12 @@ from .files import session_files_by_id
 from .guarded import Changed, Refused, Skip, Write, jsonable
 
 PRUNE_ACTION = "prune_sessions"
-BATCH_UNITS = 25  # units per transaction
-BATCH_ROWS = 20_000  # message rows per transaction (a bigger unit goes alone)
+# One batch holds the store's write lock while it exports and deletes; live agents
+# wait meanwhile. About 40 ms per unit (its trash file's durable commit) plus about
+# 1 ms per message row (the FTS triggers of release stores) on the benchmark machine
+# (docs/benchmarks.md, Prune): these bounds keep a batch near a second.
+BATCH_UNITS = 10  # units per transaction
+BATCH_ROWS = 1_000  # message rows per transaction (a bigger unit goes alone)
 
 
 @dataclass
@@ -74,7 +78,8 @@ class Unit:
 @dataclass
 class Spared:
     """Sessions the criteria select that stay. ``reason``: ``pinned`` | ``live`` |
-    ``maybe_live`` | ``lineage`` (another segment of its conversation is not
+    ``maybe_live`` | ``routed`` (a gateway routes a chat to it, on a store without
+    heartbeats) | ``lineage`` (another segment of its conversation is not
     selected) | ``open_delegate`` | ``with_parent`` (a delegate child whose parent
     stays) | ``not_empty`` | ``gone`` | ``changed``;
     ``detail`` says it in words; ``session_ids`` the sessions concerned."""
@@ -117,6 +122,15 @@ class Preview:
 
     def spared_count(self, *reasons: str) -> int:
         return sum(len(s.session_ids) for s in self.spared if not reasons or s.reason in reasons)
+
+
+def _live_reason(verdict: str, evidence) -> str:
+    """``routed`` when the only evidence is a gateway route on a store that keeps no
+    heartbeats (it stays as long as the gateway routes that chat there: not a passing
+    state, docs/store.md §10.4), else the verdict."""
+    if verdict == "maybe_live" and evidence and all(e.source == "gateway" and not e.blocks for e in evidence):
+        return "routed"
+    return verdict
 
 
 def _evidence_text(evidence) -> str:
@@ -208,7 +222,8 @@ def _spare_reason(unit_ids, delegates, ended, pinned, index, graph) -> tuple[str
     for sid in unit_ids:
         verdict = index.verdict(sid)
         if verdict != "not_live":
-            return verdict, f"{sid} looks {verdict.replace('_', ' ')} ({_evidence_text(index.evidence(sid))})"
+            return _live_reason(verdict, index.evidence(sid)), \
+                f"{sid} looks {verdict.replace('_', ' ')} ({_evidence_text(index.evidence(sid))})"
     inside = set(unit_ids)
     for sid in unit_ids:
         for child in graph.children.get(sid, ()):
@@ -329,7 +344,8 @@ def qualify(store: Store, conn, caps, plan: DeletePlan, criteria: Criteria, now:
         reasons = "; ".join(f"{sid}: {e.source}: {e.detail}" for sid, e in plan.evidence[:3])
         if plan.live_children:
             return Spared(ids, "live", f"{plan.override_blocker} ({reasons})")
-        return Spared(ids, plan.verdict, f"looks {plan.verdict.replace('_', ' ')} ({reasons})")
+        return Spared(ids, _live_reason(plan.verdict, [e for _, e in plan.evidence]),
+                      f"looks {plan.verdict.replace('_', ' ')} ({reasons})")
     return None
 
 
@@ -375,7 +391,7 @@ class PruneWrite(Write):
         ctx.outcome.report = self.report()
         if not plans:
             reasons = "; ".join(f"{', '.join(s.session_ids[:2])}: {s.detail}" for s in spared[:3])
-            if any(s.reason in ("live", "maybe_live", "pinned") for s in spared):
+            if any(s.reason in ("live", "maybe_live", "routed", "pinned") for s in spared):
                 raise Refused(f"no session of this batch may go now ({reasons})")
             raise Skip(f"nothing of this batch to prune any more ({reasons})")
 

@@ -14,8 +14,10 @@ version 1::
 
 A unit's ``status``: ``planned`` (check mode), ``applied``, ``skipped`` (spared when
 its batch ran: live, changed, busy store), ``failed``. ``remaining``: units not
-pruned plus sessions spared for a passing reason (an agent holds them): what a
-later run may still prune. Sizes are bytes, times epoch seconds. ``summary`` also
+pruned plus sessions spared for a passing reason (an agent holds them, recent
+activity, changed meanwhile): what a later run may still prune. ``spared_live``
+also counts sessions a gateway routes a chat to (``routed``), which stay as long as
+it does. Sizes are bytes, times epoch seconds. ``summary`` also
 carries ``critical``/``warning``/``info`` (always 0) so run pages read it like a
 heal report.
 """
@@ -134,8 +136,9 @@ def summarize(profiles: list[dict]) -> dict:
             s["spared"] += n
             if item["reason"] == "pinned":
                 s["spared_pinned"] += n
-            if item["reason"] in TRANSIENT:
+            if item["reason"] in TRANSIENT or item["reason"] == "routed":
                 s["spared_live"] += n
+            if item["reason"] in TRANSIENT:
                 s["remaining"] += n
     return s
 

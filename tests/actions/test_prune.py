@@ -260,3 +260,18 @@ def test_a_busy_store_is_reported_not_pruned(aged_home):
     assert prof["status"] == "busy" and prof["units"] == [] and "locked" in prof["error"]
     assert exit_status(report) == 2
     assert sql_dump(s) == before and not trash.list_entries()
+
+
+def test_the_session_a_gateway_routes_to_stays_on_a_store_without_heartbeats(aged_home):
+    """0.19.0 keeps no gateway heartbeats: the session its routing index names for a
+    chat is where the next message of that chat goes, so it stays (``routed``), and
+    does not make a nightly run exit 1 for ever."""
+    s = store(aged_home, "default")
+    sid = ids("default")["telegram_open"]
+    hermes(s, f"db.end_session({sid!r}, 'session_reset')")
+    age(s, [sid], 40 * DAY)
+    done = prune([s], apply=True, older_than_days=30)
+    [kept] = [x for x in spared(done, "default") if sid in x["session_ids"]]
+    assert kept["reason"] == "routed" and "gateway" in kept["detail"]
+    assert exit_status(done) == 0 and done["summary"]["spared_live"] >= 1
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]

@@ -29,6 +29,8 @@ from ...stores.retention import Criteria, CriteriaError
 from ..base import StoreCommand, error_document
 from ..runs import EpilogFormatter
 
+SHOWN_SPARED = 10  # spared groups listed per profile without --json
+
 EPILOG = """\
 exit status: 0 nothing (left) to prune; 1 sessions remain that the criteria select
 (check mode found some, or --apply left some: live, changed meanwhile, busy store);
@@ -157,11 +159,18 @@ class Command(StoreCommand):
             for unit in prof["units"]:
                 if unit["status"] in ("skipped", "failed"):
                     self.stdout.write(f"  {unit['status']:<8} {unit['root']} — {unit['reason']}")
-            for item in prof["spared"]:
-                if not item.get("at_apply"):
-                    self.stdout.write(f"  spared   {', '.join(item['session_ids'][:3])}"
-                                      f"{' …' if len(item['session_ids']) > 3 else ''} [{item['reason']}] "
-                                      f"{item['detail']}")
+            shown = [item for item in prof["spared"] if not item.get("at_apply")]
+            if shown:
+                by_reason: dict[str, int] = {}
+                for item in shown:
+                    by_reason[item["reason"]] = by_reason.get(item["reason"], 0) + len(item["session_ids"])
+                self.stdout.write("  spared: " + ", ".join(f"{n} {reason}" for reason, n in sorted(by_reason.items())))
+            for item in shown[:SHOWN_SPARED]:
+                self.stdout.write(f"  spared   {', '.join(item['session_ids'][:3])}"
+                                  f"{' …' if len(item['session_ids']) > 3 else ''} [{item['reason']}] "
+                                  f"{item['detail']}")
+            if len(shown) > SHOWN_SPARED:
+                self.stdout.write(f"  … and {len(shown) - SHOWN_SPARED} more group(s) spared (all of them in --json)")
             if prof["backup"]:
                 self.stdout.write(f"  backup: {prof['backup']}")
         s = report["summary"]
