@@ -17,6 +17,10 @@ class SessionFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="id or title")
     check = forms.ChoiceField(required=False, label="health")
     order = forms.ChoiceField(required=False, label="newest first by", choices=list(ORDERS.items()))
+    archived = forms.ChoiceField(required=False, choices=[("", "archived or not"), ("yes", "archived"),
+                                                          ("no", "not archived")])
+    pinned = forms.ChoiceField(required=False, choices=[("", "pinned or not"), ("yes", "pinned"), ("no", "not pinned")])
+    hidden = forms.ChoiceField(required=False, choices=[("", "hidden or not"), ("yes", "hidden"), ("no", "not hidden")])
 
     def __init__(self, *args, profiles=(), sources=(), checks=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -40,4 +44,5 @@ class SessionFilterForm(forms.Form):
             q=(data.get("q") or "").strip(),
             check=data.get("check") or "",
             order=data.get("order") or "started",
+            flags={k: data[k] for k in ("archived", "pinned", "hidden") if data.get(k)},
         )

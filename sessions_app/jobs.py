@@ -75,6 +75,12 @@ def execute(run_id: int) -> HealRun:
             if run.mode == "delete":  # bulk deletion (issue 5): each session judged on its own
                 from .actions.deletion import run_bulk_delete
                 report = run_bulk_delete(run, runs.progress(run))
+            elif run.mode == "prune":  # a confirmed prune (issue 14): batches of previewed units
+                from .actions.prune_run import run_prune_job
+                report = run_prune_job(run, runs.progress(run))
+            elif run.mode == "flags":  # flags of selected sessions (issue 14), each on its own
+                from .actions.flags import run_bulk_flags
+                report = run_bulk_flags(run, runs.progress(run))
             else:
                 report = _plans_job(run) if run.plans else _heal_job(run)
                 if run.plans:

@@ -346,14 +346,15 @@ class AuditEvent(models.Model):
         ordering = ["-created_at", "-id"]
         # The dashboard's roles (issue 6) are groups holding these permissions;
         # see the ``roles`` migration. Auditors: view_dashboard (+ the view_*
-        # permissions of runs and events); operators add view_transcripts and
-        # run_heal; admins add delete_sessions and override_live.
+        # permissions of runs and events); operators add view_transcripts,
+        # run_heal and change_flags; admins add delete_sessions and override_live.
         permissions = [
             ("view_dashboard", "Can browse profiles, sessions metadata, health and history"),
             ("view_transcripts", "Can read transcript content and export it"),
             ("run_heal", "Can run checks, repairs and transcript migrations"),
             ("delete_sessions", "Can delete, restore and move sessions"),
             ("override_live", "Can override a maybe-live verdict when every holder is provably dead"),
+            ("change_flags", "Can rename, archive, pin and hide sessions"),
         ]
 
     def __str__(self):

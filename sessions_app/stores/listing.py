@@ -38,9 +38,10 @@ from .store import Store, Unavailable, _log_once
 COUNT_CAP = 10_000
 MAX_ID_FILTER = 30_000  # below SQLite's host-parameter limit (32766 since 3.32)
 ORDERS = {"started": "started", "activity": "last activity"}  # value -> label
+FLAG_COLUMNS = ("archived", "pinned", "hidden")
 LIST_COLUMNS = (
     "id", "source", "title", "started_at", "ended_at", "end_reason", "message_count",
-    "parent_session_id", "model", "profile_name", "session_key",
+    "parent_session_id", "model", "profile_name", "session_key", "archived", "pinned", "hidden",
 )
 
 
@@ -57,6 +58,9 @@ class Filters:
     check: str = ""  # a check code: only sessions in ``with_findings`` (per profile key)
     with_findings: dict[str, set[str]] = field(default_factory=dict)
     order: str = "started"  # a key of ORDERS
+    # Hermes' flags: column -> "yes" (set) | "no" (not set); a store without the
+    # column has no session with it set (docs/store.md, Flags and titles).
+    flags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -172,6 +176,15 @@ def filtered(store: Store, caps, filters: Filters, indexed: bool = False):
     if filters.check:
         ids = sorted(filters.with_findings.get(store.key, ()))[:MAX_ID_FILTER]
         qs = qs.filter(id__in=ids)
+    for column, wanted in filters.flags.items():
+        if column not in FLAG_COLUMNS or wanted not in ("yes", "no"):
+            continue
+        if not caps.has("sessions", column):
+            if wanted == "yes":
+                qs = qs.none()
+            continue
+        set_ = ~Q(**{column: 0}) & Q(**{f"{column}__isnull": False})
+        qs = qs.filter(set_) if wanted == "yes" else qs.exclude(set_)
     if filters.q:
         match = Q(id__contains=filters.q)
         if caps.has("sessions", "title"):

@@ -21,7 +21,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs, runs, trash
-from ..actions import deletion
+from ..actions import deletion, flags
+from ..stores import autoprune
 from ..stores import registry
 from .common import require_perm, store_view
 
@@ -50,6 +51,7 @@ def _confirm_context(request, store, plan, **extra):
         "token": deletion.sign([deletion.token_item(plan)], request.user.pk) if plan.exists else "",
         "can_override": request.user.has_perm("sessions_app.override_live"),
         "retention_days": trash.retention_days(),
+        "pinned": flags.pinned_ids(store, plan.target_ids) if plan.exists else [],
         **extra,
     }
 
@@ -148,7 +150,8 @@ def bulk_confirm(request):
             continue
         for target in plan.targets:
             target.title = _mask(request.user, target.title)
-        rows.append({"profile": profile, "session_id": sid, "plan": plan})
+        rows.append({"profile": profile, "session_id": sid, "plan": plan,
+                     "pinned": flags.pinned_ids(store, plan.target_ids)})
     # A selected delegate child goes with its selected parent: one deletion, not two.
     for row in rows:
         if "plan" in row:
@@ -161,7 +164,8 @@ def bulk_confirm(request):
             # Live ones too: the job judges each session again and skips it with its reason.
             items.append(deletion.token_item(row["plan"]))
     context = {"rows": rows, "items": items, "token": deletion.sign(items, request.user.pk) if items else "",
-               "retention_days": trash.retention_days()}
+               "retention_days": trash.retention_days(),
+               "pinned_count": sum(len(r.get("pinned") or ()) for r in rows if not r.get("with_parent"))}
     return render(request, "sessions/delete_bulk.html", context)
 
 
@@ -211,8 +215,12 @@ def trash_entry(request, entry_id):
     for info in entry.manifest.get("targets_info", []):
         info["title"] = _mask(request.user, info.get("title"))
     store = registry.get(entry.profile)
+    hermes_prune, again = (None, [])
+    if store is not None and entry.state in ("deleted", "pending"):
+        hermes_prune, again = autoprune.would_prune_entry(entry, store)
     return render(request, "sessions/trash_entry.html", {"entry": entry, "store": store,
-                                                         "retention_days": trash.retention_days()})
+                                                         "retention_days": trash.retention_days(),
+                                                         "hermes_prune": hermes_prune, "pruned_again": again})
 
 
 @require_http_methods(["POST"])
@@ -224,11 +232,15 @@ def trash_restore(request, entry_id):
         raise Http404("No such trash entry")
     store = registry.get(entry.profile)
     outcome = _deleter(request).restore(store, entry)
-    if outcome.status == "applied" and outcome.problems:
-        flash.warning(request, outcome.reason)  # committed: the sessions are back; what did not follow
-        return redirect("session", entry.profile, entry.manifest.get("session_id"))
     if outcome.status == "applied":
-        flash.success(request, outcome.reason)
+        if outcome.problems:
+            flash.warning(request, outcome.reason)  # committed: the sessions are back; what did not follow
+        else:
+            flash.success(request, outcome.reason)
+        _, again = autoprune.would_prune_entry(entry, store)
+        if again:
+            flash.warning(request, f"Hermes' own auto-prune will delete {len(again)} of these session(s) again at "
+                                   "its next start (they are older than its retention): pin or export them.")
         return redirect("session", entry.profile, entry.manifest.get("session_id"))
     flash.error(request, f"Not restored: {outcome.reason}")
     return redirect("trash_entry", entry.id)

@@ -5,7 +5,7 @@ should (an injected inline script neither runs nor goes unreported)."""
 
 import pytest
 
-from tests.conftest import IDS
+from tests.conftest import IDS, ids
 
 pytestmark = pytest.mark.e2e
 SID = IDS["cli_main"]
@@ -17,7 +17,8 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(
 """
 PAGES = ["/", "/sessions/", "/sessions/?profile=ops&order=activity", "/p/default/", f"/p/default/s/{SID}/",
          f"/p/default/s/{IDS['hostile']}/", "/p/default/health/", "/p/default/history/", "/p/default/migrate/",
-         "/p/default/search/?q=checkout", f"/p/default/s/{SID}/delete/", "/runs/", "/audit/", "/trash/"]
+         "/p/default/search/?q=checkout", f"/p/default/s/{SID}/delete/", "/runs/", "/audit/", "/trash/",
+         "/prune/?older_than=0", "/p/edge/prune/", f"/p/edge/s/{ids('edge')['cli_main']}/"]
 
 
 @pytest.fixture

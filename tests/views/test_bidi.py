@@ -185,3 +185,20 @@ def test_the_checker_catches_what_it_should():
     assert not unisolated(f'<td dir="auto">{TITLE}</td>')
     assert not unisolated(f"<title>{FSI}{TITLE}{PDI} · x</title>")
 
+
+
+def test_prune_pages_and_the_prune_run_isolate_them(admin_client, hostile, settings):
+    """The Prune page's preview (titles, sources, ids, spared details), Hermes' own
+    auto-prune list and the run page of the prune (issue 14)."""
+    from sessions_app.actions.prune_run import Pruner, run_prune
+    from sessions_app.stores.retention import Criteria
+
+    (hostile.profile.home / "config.yaml").write_text("sessions:\n  auto_prune: true\n  retention_days: 30\n")
+    for url in ["/p/default/prune/?older_than=30", f"/prune/?match={quote('quarterly')}", "/p/default/prune/"]:
+        html = page(admin_client, url)
+        assert RLO in html and unisolated(html) == [], url
+    run = HealRun.objects.create(mode="prune", trigger="command", actor_label="t", status="done",
+                                 report=run_prune([hostile], Criteria(match="quarterly"), apply=True,
+                                                  writer=Pruner(actor_label="t")))
+    html = page(admin_client, f"/runs/{run.pk}/")
+    assert RLO in html and unisolated(html) == []

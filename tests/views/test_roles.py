@@ -26,6 +26,7 @@ def ensure_roles():
     from django.apps import apps
     module = importlib.import_module("sessions_app.migrations.0003_roles")
     module.create_roles(apps, None)
+    importlib.import_module("sessions_app.migrations.0004_change_flags").grant(apps, None)
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ pytestmark = pytest.mark.django_db
 SID = IDS["cli_main"]
 ROLES = {
     "auditor": {"view_dashboard", "view_auditevent"},
-    "operator": {"view_dashboard", "view_auditevent", "view_transcripts", "run_heal"},
+    "operator": {"view_dashboard", "view_auditevent", "view_transcripts", "run_heal", "change_flags"},
     "admin": {"view_dashboard", "view_auditevent", "view_transcripts", "run_heal", "delete_sessions",
-              "override_live"},
+              "override_live", "change_flags"},
     "nobody": set(),
 }
 # route name -> [(method, path, permission)]; {run} and {event} are filled in.
@@ -55,6 +55,12 @@ TABLE = {
     "session_jsonl": [("get", f"/p/default/s/{SID}/jsonl/", "view_transcripts")],
     "session_collision": [("get", f"/p/default/s/{SID}/collision/", "view_dashboard")],
     "profile_search": [("get", "/p/default/search/?q=alert", "view_transcripts")],
+    "prune": [("get", "/prune/", "view_dashboard"), ("get", "/prune/?older_than=1", "view_dashboard")],
+    "prune_apply": [("post", "/prune/apply/", "delete_sessions")],
+    "profile_prune": [("get", "/p/default/prune/?empty=on", "view_dashboard")],
+    "bulk_flags": [("post", "/sessions/flags/", "change_flags")],
+    "session_flags": [("post", f"/p/default/s/{SID}/flags/", "change_flags")],
+    "session_rename": [("post", f"/p/default/s/{SID}/rename/", "change_flags")],
     "session": [("get", f"/p/default/s/{SID}/", "view_dashboard")],
 }
 PUBLIC = {"login", "logout"}
@@ -85,6 +91,7 @@ def world(hermes_home, settings, tmp_path):
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
     importlib.import_module("sessions_app.migrations.0003_roles").create_roles(apps, None)
+    importlib.import_module("sessions_app.migrations.0004_change_flags").grant(apps, None)
     run = HealRun.objects.create(mode="check", trigger="command", actor_label="t", status="done", report={})
     event = AuditEvent.objects.create(actor_label="t", action="x", profile="default", store_path="/",
                                       outcome="skipped")

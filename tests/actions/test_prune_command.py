@@ -1,0 +1,97 @@
+"""``manage.py prune_sessions``: the cron contract (exit codes, ``--json``, the run lock,
+the run record), in-process and as a separate process the way cron runs it."""
+
+import json
+
+import pytest
+
+from sessions_app.locks import run_lock
+from sessions_app.models import AuditEvent, HealRun
+from tests.conftest import ids
+
+from .conftest import run_command, run_manage, store
+from .delete_helpers import rows, stop
+from .prune_helpers import lock_holder
+
+pytestmark = pytest.mark.django_db
+
+
+def prune_cmd(*args):
+    return run_command("prune_sessions", *args)
+
+
+def test_check_lists_what_goes_and_exits_1_then_apply_exits_0(aged_home):
+    code, report = prune_cmd("--profile", "default", "--older-than", "30", "--json")
+    assert code == 1 and report["version"] == 1 and report["mode"] == "check"
+    [prof] = report["profiles"]
+    assert prof["status"] == "ok" and prof["units"] and all(u["status"] == "planned" for u in prof["units"])
+    assert set(prof["totals"]) >= {"units", "sessions", "messages", "content_bytes", "files", "spared"}
+    assert report["summary"]["messages"] == sum(u["messages"] for u in prof["units"]) > 0
+    assert report["summary"]["content_bytes"] > 0
+    assert not AuditEvent.objects.exclude(outcome="refused").exists()  # a check writes nothing
+    [run] = HealRun.objects.filter(mode="prune")
+    assert run.status == "done" and run.report["mode"] == "check"
+
+    code, report = prune_cmd("--profile", "default", "--older-than", "30", "--apply", "--json")
+    assert code == 0, report["summary"]
+    assert all(u["status"] == "applied" and u["trash_entry"] for u in report["profiles"][0]["units"])
+    assert report["summary"]["remaining"] == 0
+    code, again = prune_cmd("--profile", "default", "--older-than", "30", "--json")
+    assert code == 0 and again["summary"]["units"] == 0
+
+
+def test_a_live_session_left_behind_exits_1(aged_home):
+    s = store(aged_home, "default")
+    sid = ids("default")["long"]
+    holder = lock_holder(s, sid)
+    try:
+        code, report = prune_cmd("--profile", "default", "--older-than", "30", "--apply", "--json")
+    finally:
+        stop(holder)
+    assert code == 1
+    assert report["summary"]["applied"] > 0 and report["summary"]["spared_live"] >= 1
+    assert rows(s, "SELECT COUNT(*) FROM sessions WHERE id = ?", (sid,)) == [(1,)]
+
+
+@pytest.mark.parametrize("args, words", [
+    ((), "say what to prune"),
+    (("--older-than", "-3"), "0 or more"),
+    (("--older-than", "nan"), "0 or more"),
+    (("--batch-size", "0", "--empty"), "--batch-size"),
+    (("--match", "x" * 300), "at most"),
+])
+def test_wrong_arguments_exit_2_with_a_json_error_document(aged_home, args, words):
+    code, message = prune_cmd("--profile", "default", *args, "--json")
+    assert code == 2 and words in message
+
+
+def test_unknown_profile_and_missing_selection_exit_2(aged_home):
+    assert prune_cmd("--profile", "nope", "--empty")[0] == 2
+    assert prune_cmd("--empty")[0] == 2
+
+
+def test_another_run_holding_the_lock_exits_2(aged_home):
+    with run_lock("heal", label="someone else"):
+        code, message = prune_cmd("--all-profiles", "--empty")
+    assert code == 2 and "another heal run is in progress" in message
+
+
+def test_as_cron_runs_it(aged_home, tmp_path):
+    """A separate process: exit statuses, one JSON document on stdout, one line on stderr."""
+    data = tmp_path / "cron-data"
+    data.mkdir()
+    assert run_manage(["migrate", "-v0"], data).returncode == 0
+    proc = run_manage(["prune_sessions", "--root", str(aged_home), "--all-profiles", "--older-than", "30",
+                       "--json"], data)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert len(report["profiles"]) == 6 and report["summary"]["units"] > 0
+    assert proc.stderr.count("\n") <= 1 and "prune_sessions: exit 1" in proc.stderr
+    proc = run_manage(["prune_sessions", "--root", str(aged_home), "--all-profiles", "--older-than", "30",
+                       "--apply"], data)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "apply: 6 profile(s)" in proc.stdout and "backup:" in proc.stdout
+    proc = run_manage(["prune_sessions", "--root", str(aged_home), "--all-profiles", "--json"], data)
+    assert proc.returncode == 2 and json.loads(proc.stdout)["error"].startswith("say what to prune")
+    proc = run_manage(["prune_sessions", "--root", str(aged_home), "--all-profiles", "--bogus", "--json"], data)
+    assert proc.returncode == 2 and "error" in json.loads(proc.stdout)
