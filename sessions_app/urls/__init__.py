@@ -18,5 +18,6 @@ urlpatterns = [
     path("", include("sessions_app.urls.migration")),
     path("", include("sessions_app.urls.recovery")),
     path("", include("sessions_app.urls.audit")),
+    path("", include("sessions_app.urls.usage")),
     path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
 ]
