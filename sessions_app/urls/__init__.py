@@ -19,5 +19,6 @@ urlpatterns = [
     path("", include("sessions_app.urls.recovery")),
     path("", include("sessions_app.urls.audit")),
     path("", include("sessions_app.urls.usage")),
+    path("", include("sessions_app.urls.search")),
     path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
 ]

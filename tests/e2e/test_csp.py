@@ -17,7 +17,8 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(
 """
 PAGES = ["/", "/sessions/", "/sessions/?profile=ops&order=activity", "/p/default/", f"/p/default/s/{SID}/",
          f"/p/default/s/{IDS['hostile']}/", "/p/default/health/", "/p/default/history/", "/p/default/migrate/",
-         "/p/default/search/?q=checkout", f"/p/default/s/{SID}/delete/", "/runs/", "/audit/", "/trash/"]
+         "/p/default/search/?q=checkout", f"/p/default/s/{SID}/delete/", "/runs/", "/audit/", "/trash/",
+         "/usage/?date_from=&date_to=", "/search/?q=tokenizer", "/p/edge/search/scan/?q=tokenizer"]
 
 
 @pytest.fixture

@@ -56,6 +56,10 @@ TABLE = {
     "session_collision": [("get", f"/p/default/s/{SID}/collision/", "view_dashboard")],
     "profile_search": [("get", "/p/default/search/?q=alert", "view_transcripts")],
     "session": [("get", f"/p/default/s/{SID}/", "view_dashboard")],
+    "usage": [("get", "/usage/", "view_dashboard")],
+    "usage_export": [("get", "/usage/export.csv", "view_dashboard")],
+    "search_everywhere": [("get", "/search/?q=alert", "view_transcripts")],
+    "profile_scan": [("get", "/p/edge/search/scan/?q=alert", "view_transcripts")],
 }
 PUBLIC = {"login", "logout"}
 
