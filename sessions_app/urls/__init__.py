@@ -20,5 +20,6 @@ urlpatterns = [
     path("", include("sessions_app.urls.audit")),
     path("", include("sessions_app.urls.usage")),
     path("", include("sessions_app.urls.search")),
+    path("", include("sessions_app.urls.export")),
     path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
 ]
