@@ -60,6 +60,8 @@ TABLE = {
     "usage_export": [("get", "/usage/export.csv", "view_dashboard")],
     "search_everywhere": [("get", "/search/?q=alert", "view_transcripts")],
     "profile_scan": [("get", "/p/edge/search/scan/?q=alert", "view_transcripts")],
+    "sessions_export_zip": [("get", "/sessions/export.zip?profile=ops", "view_transcripts")],
+    "sessions_export_csv": [("get", "/sessions/export.csv?profile=ops", "view_dashboard")],
 }
 PUBLIC = {"login", "logout"}
 
