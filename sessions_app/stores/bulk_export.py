@@ -10,10 +10,10 @@ Memory stays bounded whatever the count: the sessions are walked page by page wi
 the list's own keyset cursors (:func:`.listing.list_sessions`), each transcript is
 a generator, the ZIP is written by the standard library's ``zipfile`` onto a
 non-seekable sink that is drained after every piece (entries carry data
-descriptors, ZIP64 sizes), and the CSV rows wait in a spooled temporary file
-(memory up to ``SPOOL_BYTES``, then disk) until the end. What grows is the ZIP's
-central directory, which the format writes last: one small ``ZipInfo`` per file
-(measured in ``docs/benchmarks.md``).
+descriptors, ZIP64 sizes), the CSV rows wait in a spooled temporary file (memory
+up to ``SPOOL_BYTES``, then disk) and so do the central directory's entries
+(:class:`_SpooledInfos`), both written at the end (measured in
+``docs/benchmarks.md``).
 
 Listing reads each store at a glance (a locked store is left out and named in the
 notes); the transcripts are read with the full read timeout (the export is those
@@ -27,6 +27,7 @@ import csv
 import datetime as dt
 import hashlib
 import io
+import pickle
 import re
 import sqlite3
 import tempfile
@@ -94,6 +95,35 @@ def csv_values(row: dict, title_mask=None) -> list:
     return [cell(v) for v in values]
 
 
+class _SpooledInfos:
+    """Stands in for ``ZipFile.filelist``, the central directory's entries, which
+    the format writes only at the end: each ``ZipInfo`` is pickled into a temporary
+    file when its member is done and read back once, when ``zipfile`` writes the
+    directory. ``zipfile`` only appends to that list, takes its length and iterates
+    it (``_write_end_record``); so the export's memory does not grow with the number
+    of files. Our own temporary file, never a store."""
+
+    def __init__(self):
+        self._file = tempfile.TemporaryFile()
+        self._count = 0
+
+    def append(self, info: zipfile.ZipInfo) -> None:
+        self._file.seek(0, io.SEEK_END)
+        pickle.dump(info, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._count += 1
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self):
+        self._file.seek(0)
+        for _ in range(self._count):
+            yield pickle.load(self._file)
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class _Sink(io.RawIOBase):
     """A write-only, non-seekable stream collecting bytes until drained (``tell``
     raises, so ``zipfile`` writes data descriptors instead of seeking back)."""
@@ -136,10 +166,12 @@ def zip_stream(stores: list[Store], full: dict[str, Store], filters: Filters, ma
     # snapshot is held between statements.
     opened = ExitStack()
     conns: dict[str, sqlite3.Connection] = {}
+    infos = _SpooledInfos()
     try:
         rows = csv.writer(spool)
         rows.writerow(CSV_FIELDS)
         with zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+            zf.filelist = infos
             for row in selected(stores, filters, errors):
                 store = full.get(row["profile"])
                 if store is None:
@@ -160,7 +192,7 @@ def zip_stream(stores: list[Store], full: dict[str, Store], filters: Filters, ma
                             fh.write(piece.encode("utf-8", "surrogatepass"))
                             if sink.size >= DRAIN:
                                 yield sink.drain()
-                    zf.NameToInfo.pop(f"{folder}.{ext}", None)  # only the central directory needs it
+                    zf.NameToInfo.pop(f"{folder}.{ext}", None)  # a name index only reading needs
                 rows.writerow(csv_values(row, mask if masked else None))
                 count += 1
                 if sink.size >= DRAIN:
@@ -178,6 +210,7 @@ def zip_stream(stores: list[Store], full: dict[str, Store], filters: Filters, ma
         yield sink.drain()
     finally:
         opened.close()
+        infos.close()
         spool.close()
 
 
