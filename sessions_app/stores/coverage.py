@@ -7,7 +7,9 @@ from its version number:
 - ``cut``: the newest layout indexes the view ``messages_fts_src``, which keeps only
   the first ``FTS_TOOL_CONTENT_PREFIX_CHARS`` (8,192) characters of a tool row; the
   number is read from the view's own SQL. Words further into a longer tool output are
-  not found. Release stores (0.13.0-0.19.0) index inline copies of whole rows: no cut;
+  not found, nor anything after a NUL (``substr`` stops there, so a structured
+  ``\x00json:`` tool result is not indexed at all). Release stores (0.13.0-0.19.0)
+  index inline copies of whole rows: no cut;
 - ``window``: ``fts_rebuild_high_water`` / ``fts_rebuild_progress`` in ``state_meta``:
   while Hermes rebuilds the index, rows with ``progress < id <= high_water`` are not
   in it yet;
@@ -121,8 +123,12 @@ def coverage(conn: sqlite3.Connection, caps) -> Coverage:
                                           f"#{high:,} are not in it yet.", "id > ? AND id <= ?", (low, high)))
     cut = tool_prefix(conn)
     if cut is not None and caps.has("messages", "role"):
+        # substr() also stops at a NUL: a structured tool result (stored "\x00json:...")
+        # is not indexed at all (observed on the newest shape, docs/store.md §6).
         out.gaps.append(Gap("cut", f"This store's index holds only the first {cut:,} characters of each tool "
-                                   "output (as Hermes indexes them): words further into a longer tool output are "
-                                   "not found by the index.",
-                            "role = 'tool' AND length(CAST(content AS BLOB)) > ?", (cut,)))
+                                   "output (as Hermes indexes them), and nothing after a NUL character (so no "
+                                   "structured tool result): words further into such a tool output are not found "
+                                   "by the index.",
+                            "role = 'tool' AND (length(CAST(content AS BLOB)) > ? OR instr(content, char(0)) > 0)",
+                            (cut,)))
     return out

@@ -5,18 +5,22 @@ Where the figures live (docs/store.md, Usage and cost):
 - ``sessions`` counters (every release from 0.13.0): ``input_tokens``,
   ``output_tokens``, ``cache_read_tokens``, ``cache_write_tokens``,
   ``reasoning_tokens``, ``api_call_count``, ``estimated_cost_usd``,
-  ``actual_cost_usd``. They carry the agent's main loop only: incremented per API
-  call on the CLI path, overwritten with cumulative totals on the gateway path;
+  ``actual_cost_usd``. Incremented per API call on the CLI path, overwritten with
+  cumulative totals on the gateway path;
 - ``session_model_usage`` (0.19.0 on): one row per (session, model, billing route,
-  ``task``). ``task = ''`` rows repeat the main loop's per-call deltas (CLI path
-  only), the other tasks (``vision``, ``compression``, ``title_generation``…) are
-  auxiliary calls recorded *only* there.
+  ``task``), written for incremental calls only: the main loop (``task = ''``),
+  auxiliary calls (``vision``, ``compression``, ``title_generation``…, which never
+  touch the counters) and, in newest upstream, per-turn routes such as
+  ``voice_chat`` (which do).
 
-So, per session and figure: main loop = the greater of the counter and its
-``task = ''`` rows, attributed to the rows' models and the positive remainder
-(counter minus rows) to ``sessions.model``; plus every auxiliary row under its own
-model and task. Hermes' own insights (0.19.0 ``agent/insights.py``) does the same
-except that it subtracts auxiliary rows from the counter too.
+So a row may or may not be in its session's counters, and a counter may hold
+calls no row has (absolute updates). Per session and figure the total is therefore
+the greater of the counter and the sum of all its rows: each row under its own model
+and task, the positive remainder (counter minus rows) under ``sessions.model`` and
+the main loop. This is Hermes' own reconciliation (0.19.0 and upstream
+``agent/insights.py``), so the figures match ``hermes insights``; it never counts a
+call twice, and like Hermes it hides an auxiliary call of a gateway session while
+its counter is at least as large.
 
 A session's figures count on the UTC day it started (the window Hermes' insights
 uses); sessions whose ``started_at`` is not a number are in no period and counted
@@ -132,8 +136,9 @@ def usage_sql(caps, source: str | None) -> str:
     rows = (f"SELECT u.session_id, u.model AS model, {task} AS task, {actual_rows} AS actual_set"
             + (f", {usum}" if usum else "")
             + f" FROM session_model_usage u JOIN s ON s.id = u.session_id GROUP BY u.session_id, u.model, {task}")
-    main = ("SELECT session_id" + "".join(f", SUM({n}) AS {n}" for n in present)
-            + " FROM u WHERE task = '' GROUP BY session_id")
+    # Every row of a session, whatever its task: the counters' remainder is what no row holds.
+    held = ("SELECT session_id" + "".join(f", SUM({n}) AS {n}" for n in present)
+            + " FROM u GROUP BY session_id")
     rest = {n: f"MAX(0, s.{n} - COALESCE(m.{n}, 0))" for n in present}
     keep = " OR ".join([f"{e} > 0" for e in rest.values()] + ["m.session_id IS NULL"])
     parts = (
@@ -145,7 +150,7 @@ def usage_sql(caps, source: str | None) -> str:
         + f" FROM s LEFT JOIN m ON m.session_id = s.id WHERE {keep}"
     )
     figures = ", ".join(f"SUM({n})" if n in present else "NULL" for n in NAMES)
-    return (f"WITH s AS ({base}), u AS ({rows}), m AS ({main}), p AS ({parts}) "
+    return (f"WITH s AS ({base}), u AS ({rows}), m AS ({held}), p AS ({parts}) "
             f"SELECT day, source, model, task, COUNT(DISTINCT session_id), SUM(actual_set > 0), {figures} "
             f"FROM p GROUP BY day, source, model, task")
 

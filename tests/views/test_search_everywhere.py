@@ -191,6 +191,22 @@ def test_tool_output_past_the_newest_index_prefix_is_found_by_the_scan(admin_cli
     assert "the rows the index misses" in scan and 'data-stopped="end"' in scan
 
 
+def test_a_structured_tool_result_is_not_in_the_newest_index_but_the_scan_finds_it(admin_client, hermes_home):
+    """substr() in messages_fts_src stops at the NUL of "\\x00json:": the newest
+    shape indexes nothing of such a tool row; 0.19.0's inline index has it."""
+    content = '\x00json:[{"type": "text", "text": "the wombat report"}]'
+    for profile in ("edge", "default"):
+        with damage(store_of(hermes_home, profile)) as conn:
+            conn.execute("INSERT INTO messages(session_id, role, content, tool_call_id, tool_name, timestamp) "
+                         "VALUES (?, 'tool', ?, 'call_1', 'terminal', 1796008090.0)", (ids(profile)["cli_main"], content))
+    assert fts_count(hermes_home, "edge", '"wombat"') == 0 and fts_count(hermes_home, "default", '"wombat"') == 1
+    html = html_of(admin_client.get("/search/", {"q": "wombat", "profile": ["edge", "default"]}))
+    assert len(hits(section(html, "default"))) == 1 and hits(section(html, "edge")) == []
+    assert "nothing after a NUL character" in section(html, "edge")
+    scan = html_of(admin_client.get("/p/edge/search/scan/", {"q": "wombat"}))
+    assert len(hits(scan)) == 1 and "<mark>wombat</mark>" in scan
+
+
 def test_coverage_reads_the_window_the_stale_mark_and_a_missing_trigger(hermes_home):
     store = store_of(hermes_home, "edge")
     with store.read() as conn:
