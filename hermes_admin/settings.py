@@ -17,6 +17,8 @@ Environment (all optional):
 - ``HERMES_ADMIN_ALLOWED_HOSTS``: comma-separated host names (default
   ``localhost,127.0.0.1,[::1]``).
 - ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
+- ``HERMES_ADMIN_SCAN_ROWS`` / ``HERMES_ADMIN_SCAN_SECONDS``: budgets of one bounded
+  scan of the rows a full-text index misses (default 200,000 message ids, 3 s).
 - ``HERMES_ADMIN_BUSY_GLANCE`` / ``HERMES_ADMIN_BUSY_MEMORY``: busy timeout of a look
   at a store from another page (overview, lists, other profiles' pages), seconds
   (default 0.25), and how long a store found locked is shown busy there without
@@ -279,6 +281,10 @@ HERMES_BUSY_GLANCE = env_float("HERMES_ADMIN_BUSY_GLANCE", 0.25)
 HERMES_BUSY_MEMORY = env_float("HERMES_ADMIN_BUSY_MEMORY", 5.0)
 # Wall-clock budget (seconds) for one overview probe query before it is reported partial.
 HERMES_QUERY_BUDGET = env_float("HERMES_ADMIN_QUERY_BUDGET", 3.0)
+# The bounded LIKE scan of rows a store's full-text index misses (search across
+# profiles): message ids and seconds one request may look at.
+HERMES_SCAN_ROWS = int(env_float("HERMES_ADMIN_SCAN_ROWS", 200_000))
+HERMES_SCAN_SECONDS = env_float("HERMES_ADMIN_SCAN_SECONDS", 3.0)
 
 # Health thresholds (design section 3, issue 3): a session is idle after an hour
 # without activity and stale after 30 days; a WAL past 64 MiB is oversized.

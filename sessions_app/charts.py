@@ -81,3 +81,67 @@ def health_chart(profile_key: str) -> Chart:
     chart.x_labels = labels
     chart.y_ticks = [(y_of(v), v) for v in sorted({0, top // 2, top})]
     return chart
+
+
+@dataclass
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str
+    value: float
+
+
+@dataclass
+class BarChart:
+    """Bars over evenly spaced buckets (the usage page); same geometry rules as
+    :class:`Chart`: only numbers computed here reach the SVG."""
+
+    width: int = WIDTH
+    height: int = HEIGHT
+    plot_left: int = PAD_LEFT
+    plot_bottom: int = HEIGHT - PAD_BOTTOM
+    bars: list[Bar] = field(default_factory=list)
+    x_labels: list[tuple[float, str]] = field(default_factory=list)
+    y_ticks: list[tuple[float, str]] = field(default_factory=list)
+    metric: str = ""
+    empty: bool = True
+
+
+def _tick(value: float) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:,.1f}M"
+    if value >= 10_000:
+        return f"{value / 1000:,.0f}k"
+    if value and value < 10:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:,.0f}"
+
+
+def bar_chart(points: list[tuple[str, str, float | None]], metric: str) -> BarChart:
+    """``points``: ``(axis label, full label, value)`` per bucket, oldest first
+    (None counts 0). Up to ``MAX_BARS`` bars are drawn, the newest kept."""
+    points = points[-MAX_BARS:]
+    chart = BarChart(metric=metric)
+    if not points:
+        return chart
+    values = [float(v or 0) for _, _, v in points]
+    top = max(values)
+    chart.empty = top <= 0
+    top = top or 1.0
+    plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
+    plot_h = HEIGHT - PAD_BOTTOM - PAD_TOP
+    slot = plot_w / len(points)
+    width = max(1.0, round(slot * 0.8, 2))
+    for i, ((_, label, _), value) in enumerate(zip(points, values)):
+        height = round(plot_h * value / top, 1)
+        chart.bars.append(Bar(round(PAD_LEFT + slot * i + (slot - width) / 2, 1),
+                              round(HEIGHT - PAD_BOTTOM - height, 1), width, height, label, value))
+    step = max(1, len(points) // 6)
+    chart.x_labels = [(round(PAD_LEFT + slot * i + slot / 2, 1), points[i][0]) for i in range(0, len(points), step)]
+    chart.y_ticks = [(round(HEIGHT - PAD_BOTTOM - plot_h * v / top, 1), _tick(v)) for v in (0, top / 2, top)]
+    return chart
+
+
+MAX_BARS = 400

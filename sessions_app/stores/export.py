@@ -30,6 +30,7 @@ import html
 import json
 import re
 import sqlite3
+from contextlib import nullcontext
 from typing import Iterator
 
 from ..secrets import mask, mask_value
@@ -114,25 +115,33 @@ def _guarded(pieces: Iterator[str], marker) -> Iterator[str]:
 
 
 def jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-          masked: bool = False) -> Iterator[str]:
+          masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
     """JSON Lines (see :func:`_jsonl`); a read error ends it with an
-    ``{"role": "export_error"}`` line."""
-    return _guarded(_jsonl(store, session_id, lineage, include_inactive, masked),
+    ``{"role": "export_error"}`` line. ``conn``: an open lenient read-only
+    connection of ``store`` to use (bulk exports share one per store) instead of
+    opening one."""
+    return _guarded(_jsonl(store, session_id, lineage, include_inactive, masked, conn),
                     lambda error: json.dumps({"role": "export_error", "error": error}) + "\n")
 
 
 def markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-             masked: bool = False) -> Iterator[str]:
-    """Markdown (see :func:`_markdown`); a read error ends it with a notice."""
-    return _guarded(_markdown(store, session_id, lineage, include_inactive, masked),
+             masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
+    """Markdown (see :func:`_markdown`); a read error ends it with a notice;
+    ``conn`` as for :func:`jsonl`."""
+    return _guarded(_markdown(store, session_id, lineage, include_inactive, masked, conn),
                     lambda error: f"\n---\n\n**Export stopped early: {_inline(error)}**\n")
 
 
+def _reading(store: Store, conn: sqlite3.Connection | None):
+    """The given connection (left open), or a new lenient read-only one (closed after)."""
+    return nullcontext(conn) if conn is not None else store.read(lenient=True)
+
+
 def _jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-           masked: bool = False) -> Iterator[str]:
+           masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
     """JSON Lines text, one line per yield (each ends with ``\\n``); ``masked``
     replaces detected secrets in every text (``sessions_app.secrets``)."""
-    with store.read(lenient=True) as conn:
+    with _reading(store, conn) as conn:
         caps = store.capabilities(conn)
         for seg in _segments(store, conn, session_id, lineage):
             meta = {k: seg.get(k) for k in META_COLUMNS if seg.get(k) is not None}
@@ -173,14 +182,14 @@ def _inline(value) -> str:
 
 
 def _markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-              masked: bool = False) -> Iterator[str]:
+              masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
     """Markdown text in pieces; ``masked`` as for :func:`jsonl`."""
     masker = mask if masked else (lambda text: text)
 
     def hide(text):
         return visible_text(masker(text))
 
-    with store.read(lenient=True) as conn:
+    with _reading(store, conn) as conn:
         caps = store.capabilities(conn)
         for seg in _segments(store, conn, session_id, lineage):
             title = hide(seg.get("title")) or seg["id"]

@@ -75,11 +75,11 @@ class Results:
     stale: int = 0  # index rows whose message no longer exists
 
 
-def fts_expression(text: str) -> str:
-    """The user's words as a safe FTS5 expression: every word (or ``"quoted
-    phrase"``) a string, all required; ``word*`` a prefix. Raises ValueError when
-    nothing searchable is left."""
-    terms = []
+def terms(text: str) -> list[tuple[str, bool]]:
+    """The user's words and ``"quoted phrases"`` as ``(text, prefix)`` pairs, at
+    most MAX_TERMS; a word ending in ``*`` is a prefix. Words without a letter or
+    digit are dropped (FTS5 would drop them too)."""
+    found = []
     for match in _TOKEN_RE.finditer(text or ""):
         phrase, word = match.group(1), match.group(2)
         prefix = False
@@ -89,12 +89,20 @@ def fts_expression(text: str) -> str:
         phrase = (phrase or "").replace(OPEN, "").replace(CLOSE, "").strip()
         if not phrase or not re.search(r"\w", phrase):
             continue
-        terms.append('"' + phrase.replace('"', '""') + '"' + ("*" if prefix else ""))
-        if len(terms) >= MAX_TERMS:
+        found.append((phrase, prefix))
+        if len(found) >= MAX_TERMS:
             break
-    if not terms:
+    return found
+
+
+def fts_expression(text: str) -> str:
+    """The user's words as a safe FTS5 expression: every word (or ``"quoted
+    phrase"``) a string, all required; ``word*`` a prefix. Raises ValueError when
+    nothing searchable is left."""
+    found = terms(text)
+    if not found:
         raise ValueError("nothing to search for")
-    return " ".join(terms)
+    return " ".join('"' + phrase.replace('"', '""') + '"' + ("*" if prefix else "") for phrase, prefix in found)
 
 
 def split_snippet(snippet: str | None) -> list[tuple[str, bool]]:

@@ -23,6 +23,9 @@ urlpatterns = [
     path("", include("sessions_app.urls.recovery")),
     path("", include("sessions_app.urls.audit")),
     path("", include("sessions_app.urls.retention")),
+    path("", include("sessions_app.urls.usage")),
+    path("", include("sessions_app.urls.search")),
+    path("", include("sessions_app.urls.export")),
     path("p/<str:profile>/s/<path:session_id>/", session_views.session_detail, name="session"),
 ]
 if settings.FLEET:  # fleet mode (issue 17): its pages exist only with a broker configured

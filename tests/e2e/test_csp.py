@@ -18,7 +18,8 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(
 PAGES = ["/", "/sessions/", "/sessions/?profile=ops&order=activity", "/p/default/", f"/p/default/s/{SID}/",
          f"/p/default/s/{IDS['hostile']}/", "/p/default/health/", "/p/default/history/", "/p/default/migrate/",
          "/p/default/search/?q=checkout", f"/p/default/s/{SID}/delete/", "/runs/", "/audit/", "/trash/",
-         "/prune/?older_than=0", "/p/edge/prune/", f"/p/edge/s/{ids('edge')['cli_main']}/"]
+         "/prune/?older_than=0", "/p/edge/prune/", f"/p/edge/s/{ids('edge')['cli_main']}/",
+         "/usage/?date_from=&date_to=", "/search/?q=tokenizer", "/p/edge/search/scan/?q=tokenizer"]
 
 
 @pytest.fixture

@@ -127,6 +127,11 @@ def test_hostile_values_reach_the_pages_isolated(admin_client, hostile):
         f"/p/default/s/{sid}/delete/",
         f"/p/default/search/?q={quote('numbers')}",
         f"/p/default/search/?q={quote('ls')}",
+        f"/search/?q={quote('numbers')}",
+        f"/search/?q={quote('Quarterly')}",
+        f"/p/default/search/scan/?all=1&q={quote('reverse')}",
+        "/usage/?date_from=&date_to=&group=model",
+        "/usage/?date_from=&date_to=&group=source",
     ]
     seen = 0
     for url in urls:

@@ -62,6 +62,12 @@ TABLE = {
     "session_flags": [("post", f"/p/default/s/{SID}/flags/", "change_flags")],
     "session_rename": [("post", f"/p/default/s/{SID}/rename/", "change_flags")],
     "session": [("get", f"/p/default/s/{SID}/", "view_dashboard")],
+    "usage": [("get", "/usage/", "view_dashboard")],
+    "usage_export": [("get", "/usage/export.csv", "view_dashboard")],
+    "search_everywhere": [("get", "/search/?q=alert", "view_transcripts")],
+    "profile_scan": [("get", "/p/edge/search/scan/?q=alert", "view_transcripts")],
+    "sessions_export_zip": [("get", "/sessions/export.zip?profile=ops", "view_transcripts")],
+    "sessions_export_csv": [("get", "/sessions/export.csv?profile=ops", "view_dashboard")],
 }
 PUBLIC = {"login", "logout"}
 # Guarded by a bearer token instead of the login (tests/watch/test_metrics.py).
