@@ -158,6 +158,22 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
     )
 
 
+RAW_FIELDS = ("content", "reasoning", "reasoning_content")
+
+
+def raw_message(store, session_id: str, message_id: int, field: str, *, user) -> str:
+    """One message's whole ``field`` (``content``, ``reasoning`` or
+    ``reasoning_content``) as text, masked for ``user``; inactive rows too. Raises
+    :class:`NotFound` for a message of another session or an unknown field."""
+    if field not in RAW_FIELDS:
+        raise NotFound("No such field")
+    with store.read(lenient=True) as conn:
+        row = transcript_for(conn, store.capabilities(conn), session_id, include_inactive=True).message(message_id)
+    if row is None:
+        raise NotFound("No such message")
+    return masker_for(user)(row.get(field) or "")
+
+
 def _liveness(store, conn, caps, session_id: str) -> LivenessBox:
     try:
         found = live_mod.evidence_for(store, conn, caps, session_id, time.time(), closed_counts=False)

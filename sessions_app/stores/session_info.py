@@ -50,3 +50,10 @@ def usage_rows(conn: sqlite3.Connection, caps: Capabilities, session_id: str) ->
     cur = conn.execute(f"SELECT {', '.join(f.column for f in fields)} FROM session_model_usage WHERE session_id = ?",
                        (session_id,))
     return [dict(zip((f.attname for f in fields), row)) for row in cur.fetchall()]
+
+
+def exists(store, session_id: str) -> bool:
+    """Whether ``store`` holds a ``sessions`` row for ``session_id`` (its own short
+    read-only connection; exports check this before streaming)."""
+    with store.read() as conn:
+        return conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None

@@ -3,8 +3,7 @@
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..health import latest
-from ..stores import registry
+from ..presenters.overview import overview_rows
 from .common import render_store_error, require_perm, store_view
 
 
@@ -13,10 +12,7 @@ from .common import render_store_error, require_perm, store_view
 def overview(request):
     """Every profile of every root with its store status; rescans on each load.
     A locked store shows busy at a glance, never after its full read timeout."""
-    found = registry.scan()
-    stores = registry.glances()
-    health = latest([s.key for s in stores])
-    rows = [(store, store.probe(), health[store.key]) for store in stores]
+    found, rows = overview_rows()
     return render(request, "sessions/overview.html", {"discovery": found, "rows": rows})
 
 

@@ -14,13 +14,12 @@ from django.views.decorators.http import require_GET
 
 from ..checks.registry import BY_CODE as CHECKS
 from ..forms import SessionFilterForm
-from ..health import latest
 from ..presenters import NotFound
-from ..presenters.session_page import session_page
-from ..secrets import mask, masking_for
-from ..stores import export, registry
-from ..stores.listing import COUNT_CAP, distinct_sources, list_sessions
-from ..stores.transcript import for_store as transcript_for
+from ..presenters.session_list import list_choices, list_page
+from ..presenters.session_page import raw_message, session_page
+from ..secrets import masking_for
+from ..stores import export, session_info
+from ..stores.listing import COUNT_CAP
 from .common import require_perm, store_view
 
 CURSOR_SALT = "sessions-list-cursor"
@@ -84,33 +83,13 @@ def _query_without(request, *names) -> str:
 def session_list(request):
     """Sessions of every profile, newest first (started or last activity), keyset-paginated.
     Stores are read at a glance: a locked one is listed as busy without holding up the rest."""
-    stores = registry.glances()
-    profiles, sources = [s.key for s in stores], distinct_sources(stores)
+    stores, profiles, sources = list_choices()
     form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=sorted(CHECKS))
     filters = form.filters()
-    health = latest([s.key for s in stores])
-    badges = {key: h.by_session() for key, h in health.items()}
-    if filters.check:
-        filters.with_findings = {
-            key: {sid for sid, items in by_sid.items() if any(f["check"] == filters.check for f in items)}
-            for key, by_sid in badges.items()
-        }
     limit = _int(request.GET.get("size"), 50)
-    limit = limit if limit in PAGE_SIZES else 50
-    page = list_sessions(
-        stores, filters, limit=limit,
-        after=_cursor(request, "after", filters.order), before=_cursor(request, "before", filters.order),
-    )
-    masking = masking_for(request.user)
-    for row in page.rows:
-        if masking:
-            row["title"] = mask(row.get("title"))
-        # Badges looked up here once, not by chained template filters on every row.
-        items = badges.get(row["profile"], {}).get(row["id"]) or ()
-        shown = items[:3]
-        if masking:  # details may quote store text (titles, JSONL lines)
-            shown = [{**f, "detail": mask(f["detail"])} for f in shown]
-        row["findings"], row["more_findings"] = shown, max(len(items) - 3, 0)
+    shown = list_page(stores, filters, user=request.user, limit=limit if limit in PAGE_SIZES else 50,
+                      after=_cursor(request, "after", filters.order), before=_cursor(request, "before", filters.order))
+    page = shown.page
     base = _query_without(request, "after", "before")
     context = {
         "form": form,
@@ -119,7 +98,7 @@ def session_list(request):
         "form_key": hashlib.sha256(repr((base, profiles, sources)).encode()).hexdigest(),
         "page": page,
         "count_cap": COUNT_CAP,
-        "checked": {key for key, h in health.items() if h.run is not None},
+        "checked": shown.checked,
         "base_query": base,
         "order": filters.order,
         "single_profile": filters.profiles[0] if len(filters.profiles) == 1 else None,
@@ -163,17 +142,10 @@ def session_detail(request, store, session_id):
 @store_view
 def message_raw(request, store, session_id, message_id):
     """One message's full content as plain text (long tool outputs are cut on pages)."""
-    with store.read(lenient=True) as conn:
-        caps = store.capabilities(conn)
-        row = transcript_for(conn, caps, session_id, include_inactive=True).message(message_id)
-    if row is None:
-        raise Http404("No such message")
-    field = request.GET.get("field", "content")
-    if field not in ("content", "reasoning", "reasoning_content"):
-        raise Http404("No such field")
-    body = row.get(field) or ""
-    if masking_for(request.user):
-        body = mask(body)
+    try:
+        body = raw_message(store, session_id, message_id, request.GET.get("field", "content"), user=request.user)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
     response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = "inline"
     return response
@@ -192,9 +164,8 @@ def session_export(request, store, session_id, fmt):
         raise Http404("Unknown export format")
     lineage = request.GET.get("lineage") == "1"
     include_inactive = request.GET.get("inactive") == "1"
-    with store.read() as conn:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-            raise Http404("No such session in this profile")
+    if not session_info.exists(store, session_id):
+        raise Http404("No such session in this profile")
     if fmt == "jsonl":
         body = export.jsonl(store, session_id, lineage, include_inactive, masked=masking_for(request.user))
         content_type, ext = "application/x-ndjson; charset=utf-8", "jsonl"

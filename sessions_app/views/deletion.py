@@ -22,19 +22,24 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import jobs, runs, trash
 from ..actions import deletion
+from ..secrets import masker_for
 from ..stores import registry
 from .common import require_perm, store_view
 
 BULK_MAX = 500  # sessions in one bulk deletion
 
 
-def _mask(user, text):
-    """Secret masking of titles where the dashboard masks transcript text (issue 6)."""
-    try:
-        from ..secrets import mask, masking_for
-    except ImportError:  # pragma: no cover - masking not installed
-        return text
-    return mask(text) if text and masking_for(user) else text
+def _masked_titles(user, targets) -> None:
+    """Titles of a plan's targets (``.title``) or a trash manifest's (``["title"]``),
+    masked where the dashboard masks transcript text (issue 6)."""
+    masker = masker_for(user)
+    if not masker:
+        return
+    for target in targets:
+        if isinstance(target, dict):
+            target["title"] = masker(target.get("title")) if target.get("title") else target.get("title")
+        elif target.title:
+            target.title = masker(target.title)
 
 
 def _deleter(request) -> deletion.Deleter:
@@ -43,8 +48,7 @@ def _deleter(request) -> deletion.Deleter:
 
 
 def _confirm_context(request, store, plan, **extra):
-    for target in plan.targets:
-        target.title = _mask(request.user, target.title)
+    _masked_titles(request.user, plan.targets)
     return {
         "store": store, "session_id": plan.session_id, "plan": plan,
         "token": deletion.sign([deletion.token_item(plan)], request.user.pk) if plan.exists else "",
@@ -146,8 +150,7 @@ def bulk_confirm(request):
         if not plan.exists:
             rows.append({"profile": profile, "session_id": sid, "problem": "no longer exists"})
             continue
-        for target in plan.targets:
-            target.title = _mask(request.user, target.title)
+        _masked_titles(request.user, plan.targets)
         rows.append({"profile": profile, "session_id": sid, "plan": plan})
     # A selected delegate child goes with its selected parent: one deletion, not two.
     for row in rows:
@@ -195,8 +198,7 @@ def trash_list(request):
     profile = request.GET.get("profile") or None
     entries = trash.list_entries(profile)
     for entry in entries:
-        for info in entry.manifest.get("targets_info", []):
-            info["title"] = _mask(request.user, info.get("title"))
+        _masked_titles(request.user, entry.manifest.get("targets_info", []))
     return render(request, "sessions/trash.html", {
         "entries": entries, "retention_days": trash.retention_days(), "profile": profile,
     })
@@ -208,8 +210,7 @@ def trash_entry(request, entry_id):
     entry = trash.get_entry(entry_id)
     if entry is None:
         raise Http404("No such trash entry")
-    for info in entry.manifest.get("targets_info", []):
-        info["title"] = _mask(request.user, info.get("title"))
+    _masked_titles(request.user, entry.manifest.get("targets_info", []))
     store = registry.get(entry.profile)
     return render(request, "sessions/trash_entry.html", {"entry": entry, "store": store,
                                                          "retention_days": trash.retention_days()})
