@@ -110,7 +110,7 @@ def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
             if plan is not None and plan.session_id:
                 action = ACTIONS[plan.action]
                 verdict = liveness.evidence_for(store, conn, caps, plan.session_id, time.time(),
-                                                closed_counts=action.closed_activity_counts)
+                                                closed_counts=action.closed_activity_counts, cached_routing=True)
                 live = verdict if verdict.verdict != "not_live" else None
         data = asdict(plan) if plan is not None else None
         masker = masker_for(user)

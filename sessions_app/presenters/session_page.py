@@ -176,7 +176,8 @@ def raw_message(store, session_id: str, message_id: int, field: str, *, user) ->
 
 def _liveness(store, conn, caps, session_id: str) -> LivenessBox:
     try:
-        found = live_mod.evidence_for(store, conn, caps, session_id, time.time(), closed_counts=False)
+        found = live_mod.evidence_for(store, conn, caps, session_id, time.time(), closed_counts=False,
+                                      cached_routing=True)
     except sqlite3.Error as exc:
         return LivenessBox(error=f"liveness could not be read: {exc}")
     return LivenessBox(found.verdict, [{"session_id": session_id, "e": e} for e in found.evidence])
