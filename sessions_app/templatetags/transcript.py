@@ -1,4 +1,4 @@
-"""The session page's transcript rows, rendered in Python.
+"""Repeated rows of the session and health pages, rendered in Python.
 
 One ``{% include %}`` of a message template per row was over half of a session
 page's time (docs/benchmarks.md): Django's template engine resolves every variable
@@ -14,7 +14,7 @@ renders both and compares). No store is read here: the rows are the page's
 from __future__ import annotations
 
 from django import template
-from django.template.defaultfilters import filesizeformat, slugify
+from django.template.defaultfilters import filesizeformat, slugify, urlencode
 from django.urls import reverse
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
@@ -122,3 +122,28 @@ def transcript_rows(page, markers, store, session_id):
     """The messages of ``page`` not shown under their tool call, as HTML (escaped);
     ``markers``: message id -> findings to mark on that row (``message_markers``)."""
     return mark_safe("".join(_message(m, markers or {}, store, session_id) for m in page.messages if not m.nested))
+
+
+def _health_row(f) -> str:
+    sid = f.get("session_id")
+    session = (f'<a href="{_v(f.get("session_url", ""))}"><code dir="auto">{_v(sid)}</code></a>' if sid
+               else '<span class="muted">store</span>')
+    heal = f.get("heal")
+    if heal and sid:
+        repair = (f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(f.get("check", "")))}">Preview '
+                  f'{_v(heal)}</a>')
+    elif heal:
+        repair = _v(heal)
+    elif f.get("check") == "id_collision" and sid:
+        repair = f'<a href="{_v(f.get("collision_url", ""))}">Compare the copies</a>'
+    else:
+        repair = '<span class="muted">no automatic repair</span>'
+    return (f'\n    <tr>\n      <td>{session}</td>\n      <td class="num">{_v(f.get("count", ""))}</td>\n'
+            f'      <td dir="auto">{_v(f.get("detail", ""))}</td>\n      <td>{repair}</td>\n    </tr>')
+
+
+@register.simple_tag
+def health_rows(rows):
+    """The health page's rows of one check (``presenters.health``: finding dicts with
+    their links), as HTML (escaped): a few hundred rows per page."""
+    return mark_safe("".join(_health_row(f) for f in rows))
