@@ -341,7 +341,18 @@ class Server:
 
     def get(self, path: str, timeout: float = 900) -> tuple[int, int, float]:
         """GET ``path``; returns (status, body bytes, seconds). The body is read to the
-        end in chunks and dropped (a streamed export is consumed like a browser would)."""
+        end in chunks and dropped (a streamed export is consumed like a browser would).
+        A kept-alive connection the server closed while idle (uvicorn after 5 s,
+        gunicorn after ``--keep-alive``; interleaved rounds leave each server idle for
+        a while) is opened again and the request timed afresh."""
+        if self.conn is not None:
+            try:
+                return self._get(path, timeout)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.conn = None
+        return self._get(path, timeout)
+
+    def _get(self, path: str, timeout: float) -> tuple[int, int, float]:
         if self.conn is None:
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         start = time.perf_counter()
