@@ -9,7 +9,8 @@ A finished run's report never changes (``runs.finish`` writes it once), and it i
 list, health and session pages (docs/benchmarks.md). So runs are listed without
 their report, and each report is decoded once per process and kept, keyed by the
 run's id and times (a test database that reuses an id has other times), along
-with its findings by session.
+with its findings by session. Only those columns of the runs are read: SQLite walks
+a row's whole report (megabytes of overflow pages) to reach a column stored after it.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def latest(profile_keys) -> dict[str, ProfileHealth]:
     found: dict[str, ProfileHealth] = {key: ProfileHealth() for key in wanted}
     # Partial passes (--only, single repairs) do not describe a profile's health.
     runs = (HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-            .exclude(report=None).order_by("-finished_at").defer("report"))
+            .exclude(report=None).order_by("-finished_at").only("id", "created_at", "finished_at"))
     for run in runs.iterator(chunk_size=20):
         cached = _cached(run)
         for entry in cached["report"].get("profiles", []):
