@@ -37,9 +37,7 @@ import argparse
 import datetime as dt
 import http.client
 import json
-import math
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -52,6 +50,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # ``bench.*`` modules, when run as ``bench/run.py``
+from bench.report import machine, report  # noqa: E402
+
 PY = Path(sys.executable)
 DEFAULT_VAR = REPO / "var" / "bench"
 BENCH_VAR = DEFAULT_VAR  # --var
@@ -256,8 +258,12 @@ def setup_main(spec: dict) -> dict:
     from sessions_app.stores.listing import Filters, list_sessions
     from sessions_app.views.sessions import CURSOR_SALT
 
+    from sessions_app.models import HealRun
+
     call_command("migrate", verbosity=0)
     user = User.objects.filter(username="bench").first() or User.objects.create_superuser("bench", password=None)
+    if spec.get("count_passes"):
+        return {"passes": HealRun.objects.filter(status="done", plans=[], only=[]).count()}
     client = Client()
     client.force_login(user)
     by_key, _ = _stores()
@@ -335,7 +341,18 @@ class Server:
 
     def get(self, path: str, timeout: float = 900) -> tuple[int, int, float]:
         """GET ``path``; returns (status, body bytes, seconds). The body is read to the
-        end in chunks and dropped (a streamed export is consumed like a browser would)."""
+        end in chunks and dropped (a streamed export is consumed like a browser would).
+        A kept-alive connection the server closed while idle (uvicorn after 5 s,
+        gunicorn after ``--keep-alive``; interleaved rounds leave each server idle for
+        a while) is opened again and the request timed afresh."""
+        if self.conn is not None:
+            try:
+                return self._get(path, timeout)
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.conn = None
+        return self._get(path, timeout)
+
+    def _get(self, path: str, timeout: float) -> tuple[int, int, float]:
         if self.conn is None:
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         start = time.perf_counter()
@@ -386,16 +403,27 @@ class Server:
         self.log.close()
 
 
-def start_app(home: Path, data: Path, cookie: str) -> Server:
+def start_app(home: Path, data: Path, cookie: str, masked: bool = False, wait: bool = True,
+              name: str = "hermes-admin") -> Server:
+    """The product under gunicorn (one sync worker) with ``bench/settings.py``: the
+    product's settings and URLs plus the floor views (``bench/floor.py``).
+    ``masked``: ``HERMES_ADMIN_MASK_SECRETS=1``. ``wait=False`` returns at once
+    (for the cold-start measurement)."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(data), DJANGO_SETTINGS_MODULE="hermes_admin.settings")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_") and k != "PYTHONDONTWRITEBYTECODE"}
+    # Bytecode cached as on an installed server (under var/, not beside the sources):
+    # otherwise every start compiles the project again (~0.3 s of a cold start here).
+    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(data), DJANGO_SETTINGS_MODULE="bench.settings",
+               BENCH_FLOOR_HOME=str(home), PYTHONPYCACHEPREFIX=str(BENCH_VAR / "pycache"))
+    if masked:
+        env["HERMES_ADMIN_MASK_SECRETS"] = "1"
     gunicorn = PY.parent / "gunicorn"
     argv = [str(gunicorn), "--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "900",
             "--keep-alive", "30", "hermes_admin.wsgi"]
-    server = Server("hermes-admin", argv, env, port, "/login/", {"Cookie": f"sessionid={cookie}"}, REPO,
-                    BENCH_VAR / "app-server.log", child=True)
-    server.wait()
+    server = Server(name, argv, env, port, "/login/", {"Cookie": f"sessionid={cookie}"}, REPO,
+                    BENCH_VAR / f"{name}-server.log", child=True)
+    if wait:
+        server.wait()
     return server
 
 
@@ -545,22 +573,72 @@ def scan_messages(db: Path, repeat: int) -> dict:
     return {"median": median(times), "times": times, "rows": rows}
 
 
+# Operations of the old sequential table that the interleaved page table covers.
+COVERED = {"list_first": "list_one", "list_first_recent": "list_one_recent", "transcript_small": "session_small",
+           "transcript_big_first": "session_big_first", "transcript_big_middle": "session_big_middle",
+           "transcript_big_last": "session_big_last", "search_rare": "search_rare",
+           "search_medium": "search_medium", "search_common": "search_common"}
+
+
+def ensure_passes(home: Path, data: Path, wanted: int = 2) -> int:
+    """At least ``wanted`` finished whole check passes in the dashboard's database, as
+    a dashboard whose cron runs nightly has: ``heal_sessions --all-profiles`` without
+    ``--apply`` (writes nothing to any store). Returns how many there are."""
+    have = _subprocess("setup", {"home": str(home), "data": str(data), "profiles": [], "count_passes": True})["passes"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(data), DJANGO_SETTINGS_MODULE="hermes_admin.settings")
+    while have < wanted:
+        say(f"  stored check pass {have + 1}/{wanted}: heal_sessions --all-profiles --json")
+        proc = subprocess.run([str(PY), "manage.py", "heal_sessions", "--all-profiles", "--json"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=7200)
+        if proc.returncode not in (0, 1, 2) or not proc.stdout.strip():
+            raise RuntimeError(f"heal_sessions failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        have += 1
+    return have
+
+
+def time_command(home: Path, data: Path, repeat: int) -> dict:
+    """Wall time of ``manage.py heal_sessions --profile default --json`` (check mode:
+    a process start, Django, the pass over the store with the others for
+    ``id_collision``, the run recorded) and its peak RSS (``ru_maxrss``)."""
+    import resource
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(data), DJANGO_SETTINGS_MODULE="hermes_admin.settings")
+    times, peaks, codes = [], [], set()
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        start = time.perf_counter()
+        proc = subprocess.run([str(PY), "manage.py", "heal_sessions", "--profile", PROFILE, "--json"], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=3600)
+        times.append(time.perf_counter() - start)
+        codes.add(proc.returncode)
+        peaks.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024)
+    return {"times": times, "median": median(times), "peak_rss_mb": max(peaks), "status": sorted(codes)}
+
+
 def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profiles: list[str],
-                 floors: bool = True, only: set | None = None) -> dict:
+                 floors: bool = True, only: set | None = None, rounds: int = 15, functions: bool = True) -> dict:
+    from bench import pages as pages_mod
+
     manifest = manifest_of(home)
-    data = BENCH_VAR / "data"
+    data = BENCH_VAR / f"data-{home.name}"
+    stamp = data / ".bench-source"
+    if stamp.is_file() and stamp.read_text() != str(manifest["created_at"]):
+        shutil.rmtree(data)  # the home was built again: its stored passes describe stores that are gone
     data.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(str(manifest["created_at"]))
     profiles = [p for p in profiles if p in manifest["profiles"]]
     say(f"== {home.name}: setup")
     setup = _subprocess("setup", {"home": str(home), "data": str(data), "profiles": profiles})
     results: dict = {"home": str(home), "manifest": manifest, "app_page": {}, "app_function": {}, "floor": {},
-                     "hermes": {}, "setup": {k: v for k, v in setup.items() if k != "cookie"}}
+                     "hermes": {}, "pages": {}, "setup": {k: v for k, v in setup.items() if k != "cookie"}}
     specs = {p: {name: spec for name, spec in app_specs(home, manifest, p, setup).items()
                  if not only or name.removesuffix("_recent") in only} for p in profiles}
     # In-process functions and their SQL floor.
     captures = BENCH_VAR / "captures" / home.name
     captures.mkdir(parents=True, exist_ok=True)
-    for profile, ops in specs.items():
+    for profile, ops in specs.items() if functions else ():
         db = home / manifest["profiles"][profile]["store"]
         for name, spec in ops.items():
             key = f"{profile}:{name}"
@@ -575,50 +653,56 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
                 _subprocess("capture", dict(full, out=str(out)))
                 say(f"  floor {key} ×{n}")
                 results["floor"][key] = _subprocess("floor", {"statements": str(out), "db": str(db), "repeat": n})
-    # The linear reference for the growth budget: every message row read once.
-    say(f"  reference: every message row in id order ×{slow_repeat}")
-    results["reference"] = {f"{PROFILE}:scan_messages": scan_messages(home / manifest["profiles"][PROFILE]["store"],
-                                                                        slow_repeat)}
-    # Pages through HTTP.
-    server = start_app(home, data, setup["cookie"])
+    if functions and (not only or "check_pass" in only):
+        say(f"  command: heal_sessions --profile {PROFILE} --json ×{slow_repeat}")
+        results["app_function"][f"{PROFILE}:check_command"] = time_command(home, data, slow_repeat)
+    if functions:
+        # The linear reference for the growth budget: every message row read once.
+        say(f"  reference: every message row in id order ×{slow_repeat}")
+        results["reference"] = {f"{PROFILE}:scan_messages": scan_messages(
+            home / manifest["profiles"][PROFILE]["store"], slow_repeat)}
+    # Stored check passes, then the pages through HTTP, interleaved.
+    results["setup"]["passes"] = ensure_passes(home, data, 2)
+    servers: dict = {}
     try:
+        servers["app"] = servers["floor"] = start_app(home, data, setup["cookie"])
+        servers["masked"] = start_app(home, data, setup["cookie"], masked=True, name="hermes-admin-masked")
+        hermes_total = None
+        if hermes:
+            say("  hermes: copying the store for Hermes (backup API), starting `hermes dashboard`")
+            servers["hermes"] = start_hermes(hermes_home_copy(home))
+            hermes_total = _json(servers["hermes"], "/api/sessions?limit=1").get("total", 0)
+            results["hermes"]["_total"] = hermes_total
+        wanted = {name: spec for name, spec in pages_mod.page_specs(manifest, PROFILE, hermes_total).items()
+                  if not only or name in only or name in {COVERED.get(o) for o in only}}
+        results["pages"] = pages_mod.measure(wanted, servers, rounds, slow_repeat, say=say)
+        for system in ("app", "masked", "hermes"):
+            if system in servers:
+                results["pages"].setdefault("_peak_rss_mb", {})[system] = peak_mb(servers[system].pid())
+        # What the interleaved table does not cover, one operation after the other.
         for profile, ops in specs.items():
             for name, spec in ops.items():
-                if "page" not in spec:
+                if "page" not in spec or (profile == PROFILE and name in COVERED):
                     continue
                 n = slow_repeat if spec.get("slow") else repeat
                 say(f"  page {profile}:{name} ×{n}")
-                results["app_page"][f"{profile}:{name}"] = server.measure(spec["page"], n)
-        if not only or "list_first" in only:
-            results["app_page"]["all:list_first"] = server.measure(f"/sessions/?size={PAGE}", repeat)
-            results["app_page"]["all:list_first_recent"] = server.measure(f"/sessions/?size={PAGE}&order=activity",
-                                                                          repeat)
+                results["app_page"][f"{profile}:{name}"] = servers["app"].measure(spec["page"], n)
+        if hermes:
+            for name, path in hermes_paths(manifest, hermes_total).items():
+                if name in COVERED or (only and name.removesuffix("_recent") not in only):
+                    continue
+                n = 1 if name == "export_big" else (slow_repeat if "recent" in name or "search" in name else repeat)
+                say(f"  hermes {name} ×{n}")
+                results["hermes"][name] = servers["hermes"].measure(path, n, warmup=0 if name == "export_big" else 1)
     finally:
-        server.stop()
-    if hermes:
-        results["hermes"] = measure_hermes(home, manifest, repeat, slow_repeat, only)
+        for server in {id(s): s for s in servers.values()}.values():
+            server.stop()
+    if not only or "cold_start" in only:
+        say(f"  cold start ×{slow_repeat}")
+        first = f"/sessions/?profile={PROFILE}&size={PAGE}"
+        results["cold_start"] = pages_mod.cold_start(
+            lambda: start_app(home, data, setup["cookie"], wait=False, name="hermes-admin-cold"), first, slow_repeat)
     return results
-
-
-def measure_hermes(home: Path, manifest: dict, repeat: int, slow_repeat: int, only: set | None = None) -> dict:
-    say("  hermes: copying the store for Hermes (backup API)")
-    copy = hermes_home_copy(home)
-    out: dict = {}
-    say("  hermes: starting `hermes dashboard`")
-    server = start_hermes(copy)
-    try:
-        conn_total = _json(server, "/api/sessions?limit=1").get("total", 0)
-        out["_total"] = conn_total
-        for name, path in hermes_paths(manifest, conn_total).items():
-            if only and name.removesuffix("_recent") not in only:
-                continue
-            slow = name.startswith(("search", "export")) or "recent" in name
-            n = 1 if name == "export_big" else (slow_repeat if slow else repeat)
-            say(f"  hermes {name} ×{n}")
-            out[name] = server.measure(path, n, warmup=0 if name == "export_big" else 1)
-    finally:
-        server.stop()
-    return out
 
 
 def _json(server: Server, path: str) -> dict:
@@ -631,288 +715,7 @@ def _json(server: Server, path: str) -> dict:
 
 # --------------------------------------------------------------------------- report
 
-def ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds >= 10:
-        return f"{seconds:,.1f} s"
-    if seconds >= 1:
-        return f"{seconds:,.2f} s"
-    return f"{seconds * 1000:,.1f} ms" if seconds >= 0.01 else f"{seconds * 1000:,.2f} ms"
-
-
-def mb(value: float | None) -> str:
-    return "—" if value is None else f"{value:,.0f} MB"
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def fmt_ratio(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:,.1f}×" if value >= 10 else f"{value:,.2f}×"
-
-
-LABELS = {
-    "list_first": "sessions list, first page (50)",
-    "list_first_recent": "… by last activity (app `order=activity`, Hermes `order=recent`)",
-    "list_deep": "sessions list, deep page (last 50)",
-    "list_deep_recent": "… by last activity (app `order=activity`, Hermes `order=recent`)",
-    "transcript_small": "session page, transcript page (100) of the 100-message session",
-    "transcript_big_first": "session page of the 300k session (30 % of the store): first 100",
-    "transcript_big_middle": "… 100 from the middle (`?at=`)",
-    "transcript_big_last": "… last 100",
-    "transcript_big_500": "… 500 from the middle",
-    "transcript_big_recheck": "… first 100 with \"Check this session now\" (`?recheck=1`)",
-    "search_rare": "full-text search `zanzibar` (~50 hits)",
-    "search_medium": "full-text search `kubernetes` (~1 %)",
-    "search_common": "full-text search `deploy` (~10 %)",
-    "search_two_words": "full-text search `kubernetes deploy`",
-    "export_big": "whole 300k session (app: streamed JSONL export; Hermes: `/messages` without limit)",
-    "session_checks_big": "session-level checks of the 300k session (what `?recheck=1` runs)",
-    "check_pass": "full check pass (`heal_sessions` without `--apply`)",
-    "scan_messages": "reference: raw sqlite3 reads every message row once, in id order",
-}
-
-
-def main_table(res: dict) -> list[str]:
-    page, func, floor, herm = res["app_page"], res["app_function"], res["floor"], res.get("hermes", {})
-    lines = ["| operation | hermes-admin page (HTTP) | page peak RSS | store layer (function) | function peak RSS "
-             "| raw sqlite3 floor | Hermes 0.19.0 API | Hermes peak RSS | Hermes ÷ app page |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, label in LABELS.items():
-        key = f"{PROFILE}:{name}"
-        p, f, fl, h = page.get(key), func.get(key), floor.get(key), herm.get(name)
-        if not any((p, f, fl, h)):
-            continue
-        lines.append(
-            f"| {label} | {ms(p and p['median'])} | {mb(p and p['peak_rss_mb'])} | {ms(f and f['median'])} "
-            f"| {mb(f and f['peak_rss_mb'])} | {ms(fl and fl['median'])} | {ms(h and h['median'])} "
-            f"| {mb(h and h['peak_rss_mb'])} | {fmt_ratio(ratio(h and h['median'], p and p['median']))} |")
-    for name, label in (("list_first", "sessions list across all 10 profiles, first page"),
-                        ("list_first_recent", "… by last activity")):
-        allp = page.get(f"all:{name}")
-        if allp:
-            lines.append(f"| {label} | {ms(allp['median'])} | {mb(allp['peak_rss_mb'])} | | | | | | |")
-    return lines
-
-
-def edge_table(res: dict, profile: str = "edge") -> list[str]:
-    page, func, floor = res["app_page"], res["app_function"], res["floor"]
-    rows = [(name, label) for name, label in LABELS.items() if f"{profile}:{name}" in func]
-    if not rows:
-        return []
-    lines = ["| operation (newest-shape store) | page (HTTP) | page peak RSS | function | function peak RSS | floor |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for name, label in rows:
-        key = f"{profile}:{name}"
-        p, f, fl = page.get(key), func.get(key), floor.get(key)
-        lines.append(f"| {label} | {ms(p and p['median'])} | {mb(p and p['peak_rss_mb'])} | {ms(f and f['median'])} "
-                     f"| {mb(f and f['peak_rss_mb'])} | {ms(fl and fl['median'])} |")
-    return lines
-
-
-def budgets(res: dict, scale: list[dict]) -> list[dict]:
-    """The issue's budgets, each ``{"budget", "measured", "target", "met"}``."""
-    page, func, floor, herm = res["app_page"], res["app_function"], res["floor"], res.get("hermes", {})
-
-    def m(table, name, profile=PROFILE):
-        item = table.get(f"{profile}:{name}") if table is not herm else table.get(name)
-        return item and item["median"]
-
-    out = []
-    for name in ("list_first", "list_deep"):
-        r = ratio(m(page, name), m(herm, name))
-        out.append({"budget": f"{LABELS[name]}: app page ÷ Hermes `/api/sessions` (both by start time)",
-                    "measured": r, "target": "≤ 0.5", "met": r is not None and r <= 0.5})
-        rr = ratio(m(page, f"{name}_recent"), m(herm, f"{name}_recent"))
-        if rr is not None:
-            out.append({"budget": "… by last activity: app `order=activity` ÷ Hermes `order=recent`",
-                        "measured": rr, "target": "≤ 0.5", "met": rr <= 0.5})
-    for name in ("search_rare", "search_medium", "search_common", "search_two_words"):
-        r = ratio(m(herm, name), m(page, name))
-        out.append({"budget": f"{LABELS[name]}: Hermes search ÷ app search page", "measured": r, "target": "≥ 50",
-                    "met": r is not None and r >= 50})
-    small = m(page, "transcript_small")
-    bigs = [m(page, n) for n in ("transcript_big_first", "transcript_big_middle", "transcript_big_last")]
-    if small and all(bigs):
-        r = max(bigs) / small
-        out.append({"budget": "slowest 300k-session page ÷ 100-message session page (pages of 100)",
-                    "measured": r, "target": "≤ 2", "met": r <= 2})
-    exp_page = page.get(f"{PROFILE}:export_big")
-    if exp_page:
-        grow = exp_page["peak_rss_mb"] - exp_page["base_rss_mb"] if exp_page["peak_rss_mb"] else None
-        out.append({"budget": f"streamed export of the 300k session ({exp_page['bytes'] / 2**20:,.0f} MiB): "
-                              "worker memory growth", "measured": grow, "unit": "MB", "target": "≤ 64 MB",
-                    "met": grow is not None and grow <= 64})
-    chk, chk_floor = func.get(f"{PROFILE}:check_pass"), floor.get(f"{PROFILE}:check_pass")
-    if chk and chk_floor:
-        r = ratio(chk["median"], chk_floor["median"])
-        out.append({"budget": "full check pass ÷ raw-SQL floor", "measured": r, "target": "≤ 2",
-                    "met": r is not None and r <= 2})
-        qc = chk_floor.get("quick_check")
-        if qc and chk_floor["median"] > qc:
-            r2 = ratio(chk["median"] - qc, chk_floor["median"] - qc)
-            out.append({"budget": f"… the same without `PRAGMA quick_check` ({ms(qc)} in the floor, subtracted "
-                                  "from both)", "measured": r2, "target": "≤ 2", "met": r2 is not None and r2 <= 2})
-        out.append({"budget": "full check pass peak RSS", "measured": chk["peak_rss_mb"], "unit": "MB",
-                    "target": "< 256 MB", "met": chk["peak_rss_mb"] is not None and chk["peak_rss_mb"] < 256})
-    items = scaling(res, scale)
-    ref = next((i["exponent"] for i in items if i["name"] == "scan_messages"), None)
-    # "Linear or better": at most 1.1, or at most 0.1 above what reading every row once
-    # grows by on the same stores (the machine's own linear, see scan_messages).
-    limit = max(1.1, ref + 0.1) if ref is not None else 1.1
-    target = (f"exponent ≤ {limit:.2f} (1 = linear; reading every row once: {ref:.2f})" if ref is not None
-              else "exponent ≤ 1.1 (1 = linear)")
-    for item in items:
-        if item["name"] == "scan_messages":
-            continue
-        out.append({"budget": f"growth with store size: {item['label']}", "measured": item["exponent"],
-                    "target": target, "met": item["exponent"] is not None and item["exponent"] <= limit,
-                    "exponent": True})
-    return out
-
-
-SCALED = ("list_first", "list_deep", "transcript_small", "transcript_big_middle", "search_common", "check_pass",
-          "export_big", "scan_messages")
-TABLE_OF = {"check_pass": "app_function", "scan_messages": "reference"}  # default: app_page
-
-
-def scaling(res: dict, scale: list[dict]) -> list[dict]:
-    """Least-squares slope of log(time) on log(messages) per operation (app pages,
-    the check pass as a function)."""
-    runs = sorted(scale + [res], key=lambda r: r["manifest"]["messages"])
-    if len(runs) < 2:
-        return []
-    out = []
-    for name in SCALED:
-        table = TABLE_OF.get(name, "app_page")
-        pts = []
-        for r in runs:
-            item = r.get(table, {}).get(f"{PROFILE}:{name}")
-            if item and item["median"]:
-                pts.append((r["manifest"]["messages"], item["median"]))
-        if len(pts) < 2:
-            continue
-        xs = [math.log(x) for x, _ in pts]
-        ys = [math.log(y) for _, y in pts]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        den = sum((x - mx) ** 2 for x in xs)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
-        out.append({"name": name, "label": LABELS[name], "points": pts, "exponent": slope})
-    return out
-
-
-def scale_table(res: dict, scale: list[dict]) -> list[str]:
-    items = scaling(res, scale)
-    if not items:
-        return []
-    sizes = [m for m, _ in items[0]["points"]]
-    head = "| operation | " + " | ".join(f"{n:,} msgs" for n in sizes) + " | growth exponent |"
-    lines = [head, "|---|" + "---:|" * (len(sizes) + 1)]
-    for item in items:
-        cells = {m: t for m, t in item["points"]}
-        lines.append(f"| {item['label']} | " + " | ".join(ms(cells.get(n)) for n in sizes)
-                     + f" | {item['exponent']:.2f} |")
-    return lines
-
-
-def machine() -> dict:
-    info = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version, "os": platform.platform(),
-            "cpus": os.cpu_count()}
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                info["memory_gb"] = round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    try:
-        import django
-
-        info["django"] = django.get_version()
-    except ImportError:
-        pass
-    info["hermes_agent"] = HERMES_VERSION
-    return info
-
-
-def report(res: dict, scale: list[dict], analysis: str | None) -> str:
-    man = res["manifest"]
-    info = res.get("machine") or machine()
-    dflt = man["profiles"][PROFILE]
-    lines = [
-        "# Benchmarks",
-        "",
-        "Generated by `bench/run.py` (do not edit the tables by hand; the analysis section comes from "
-        "`bench/analysis.md`). Issue 7.",
-        "",
-        "## Setup",
-        "",
-        f"- Machine: {info.get('cpu', '?')}, {info['cpus']} cores, {info.get('memory_gb', '?')} GB RAM, "
-        f"{info['os']}; Python {info['python']}, SQLite {info['sqlite']}, Django {info.get('django', '?')}; "
-        f"hermes-agent {HERMES_VERSION} from PyPI (its own venv, `hermes dashboard` on 127.0.0.1).",
-        f"- Run: {res.get('measured_at', '?')}; warm page cache; medians of "
-        f"{res.get('repeat', '?')} runs ({res.get('slow_repeat', '?')} for the check pass, exports and Hermes' "
-        "search / `order=recent`; Hermes' whole-session read once)."
-        + "".join(f" Measured again on {r['measured_at']}: {', '.join(r['ops'])} (`--ops`)."
-                  for r in res.get("partial_runs", [])),
-        f"- Store (`default` profile, written by hermes-agent 0.19.0 then bulk-loaded in its schema): "
-        f"{dflt['messages']:,} messages, {dflt['sessions']:,} sessions, {dflt['bytes'] / 2**30:,.2f} GiB; "
-        f"one session of {dflt.get('big_session_rows', 0):,} messages, one of 100. The home has "
-        f"{len(man['profiles'])} profiles ({sum(p['messages'] for p in man['profiles'].values()):,} messages in all).",
-        "- hermes-admin: gunicorn, 1 sync worker, a logged-in superuser, `DEBUG` off. Hermes: the release's "
-        "`hermes dashboard --skip-build` (uvicorn), its session token header, on a backup-API copy of the same store.",
-        "- Peak RSS: `VmHWM` of the serving process (or of the worker subprocess for store-layer functions), reset "
-        "before each operation, so it is the peak while that operation ran (process baseline included).",
-        "- Floor: every statement the store-layer function ran, captured with the `sqlite3` trace callback, "
-        "replayed by the `sqlite3` module alone on one read-only connection (rows fetched, nothing else).",
-        "",
-        "## Results (1 M-message store)",
-        "",
-        *main_table(res),
-        "",
-    ]
-    edge = edge_table(res)
-    if edge:
-        e = man["profiles"].get("edge", {})
-        lines += ["### Same operations on the newest-shape store (`edge` profile: "
-                  f"{e.get('messages', 0):,} messages, `(session_id, id)` index, `last_activity_at`)", "",
-                  "Hermes 0.19.0 is not run on it: the schema (31) is newer than the release writes (22), and its "
-                  "`SessionDB` opens a store read-write.", "", *edge, ""]
-    lines += ["## Budgets (issue 7)", "", "| budget | measured | target | met |", "|---|---:|---|---|"]
-    for b in budgets(res, scale):
-        value = b["measured"]
-        shown = "—" if value is None else (f"{value:.2f}" if b.get("exponent") else
-                                           (f"{value:,.0f} MB" if b.get("unit") == "MB" else fmt_ratio(value)))
-        lines.append(f"| {b['budget']} | {shown} | {b['target']} | {'yes' if b['met'] else '**no**'} |")
-    st = scale_table(res, scale)
-    if st:
-        lines += ["", "## Growth with store size", "",
-                  "Homes built with `--messages` 100k / 300k / 1M (sessions = messages / 50, the long session = 30 %); "
-                  "app pages over HTTP, the check pass as a function. Exponent: slope of log(time) over log(messages).",
-                  "", *st]
-    lines += ["", "## How to rerun", "", "```sh",
-              "python3 -m venv var/bench/hermes-0.19.0-full && var/bench/hermes-0.19.0-full/bin/pip install hermes-agent==0.19.0",
-              ".venv/bin/python bench/generate.py --messages 1000000 --out var/bench/home-1m          # ~20 min",
-              ".venv/bin/python bench/generate.py --messages 100000 --edge-messages 0 --out var/bench/home-100k",
-              ".venv/bin/python bench/generate.py --messages 300000 --edge-messages 0 --out var/bench/home-300k",
-              ".venv/bin/python bench/run.py --home var/bench/home-1m --scale var/bench/home-100k var/bench/home-300k \\",
-              "    --write docs/benchmarks.md",
-              "```", "",
-              "Raw numbers (every run's times, sizes, statuses): `var/bench/results-<home>.json`. "
-              "`--no-hermes` skips Hermes' server; `--repeat N` sets the runs per operation.", ""]
-    if analysis:
-        lines += [analysis.rstrip(), ""]
-    return "\n".join(lines)
-
-
-TABLES = ("app_page", "app_function", "floor", "hermes", "reference")
+TABLES = ("app_page", "app_function", "floor", "hermes", "reference", "pages")
 
 
 def save_results(path: Path, res: dict, only: set) -> dict:
@@ -923,6 +726,8 @@ def save_results(path: Path, res: dict, only: set) -> dict:
         old = json.loads(path.read_text())
         for table in TABLES:
             old.setdefault(table, {}).update(res.get(table, {}))
+        if "cold_start" in res:
+            old["cold_start"] = res["cold_start"]
         old.setdefault("partial_runs", []).append({"ops": sorted(only), "measured_at": res.get("measured_at")})
         res = old
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -936,6 +741,8 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", type=Path, nargs="*", default=[], help="smaller homes for the growth measurement")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--slow-repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of the page table")
+    parser.add_argument("--pages-only", action="store_true", help="measure the pages only (no store-layer functions)")
     parser.add_argument("--no-hermes", action="store_true")
     parser.add_argument("--no-edge", action="store_true", help="skip the newest-shape profile")
     parser.add_argument("--write", type=Path, default=None, help="write the Markdown report here")
@@ -963,8 +770,9 @@ def main(argv=None) -> int:
     if args.report_only:
         res = json.loads((BENCH_VAR / f"results-{home.name}.json").read_text())
     else:
-        res = measure_home(home, args.repeat, args.slow_repeat, not args.no_hermes, profiles, only=only)
-        res.update(repeat=args.repeat, slow_repeat=args.slow_repeat, machine=machine(),
+        res = measure_home(home, args.repeat, args.slow_repeat, not args.no_hermes, profiles, only=only,
+                           rounds=args.rounds, functions=not args.pages_only)
+        res.update(repeat=args.repeat, slow_repeat=args.slow_repeat, rounds=args.rounds, machine=machine(),
                    measured_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
         res = save_results(BENCH_VAR / f"results-{home.name}.json", res, only)
     scale = []
@@ -974,7 +782,9 @@ def main(argv=None) -> int:
         if (args.reuse_scale or args.report_only) and cached.exists():
             scale.append(json.loads(cached.read_text()))
             continue
-        r = measure_home(other, args.repeat, args.slow_repeat, False, [PROFILE], floors=False, only=only)
+        r = measure_home(other, args.repeat, args.slow_repeat, False, [PROFILE], floors=False, only=only,
+                         rounds=args.rounds, functions=not args.pages_only)
+        r.update(rounds=args.rounds)
         scale.append(save_results(cached, r, only))
     analysis = args.analysis.read_text() if args.analysis and args.analysis.exists() else None
     text = report(res, scale, analysis)

@@ -13,7 +13,8 @@ Environment (all optional):
 - ``HERMES_ADMIN_HTTPS``: ``1`` in production behind HTTPS (secure cookies, HSTS,
   redirect); ``HERMES_ADMIN_PROXY_SSL_HEADER`` names the proxy's scheme header.
 - ``DATABASE_URL``: the dashboard's own database (PostgreSQL); default SQLite in
-  the data folder.
+  the data folder. ``HERMES_ADMIN_CONN_MAX_AGE``: seconds a worker keeps its
+  connection to it between requests (default 600; ``0``: one per request).
 - ``HERMES_ADMIN_ALLOWED_HOSTS``: comma-separated host names (default
   ``localhost,127.0.0.1,[::1]``).
 - ``HERMES_ADMIN_READ_TIMEOUT``: busy timeout of store reads, seconds (default 5).
@@ -190,14 +191,20 @@ TEMPLATES = [
 # registered at run time as read-only aliases by sessions_app.stores.
 # SQLite in the data folder by default; PostgreSQL (or any URL dj-database-url
 # understands) when DATABASE_URL is set.
+# Persistent connections to the dashboard's own database only (a new SQLite
+# connection and its init command on every request, docs/benchmarks.md); the
+# stores' aliases keep CONN_MAX_AGE 0, so no worker holds a read snapshot of a
+# store between requests (stores/connection.py).
+CONN_MAX_AGE = int(env_float("HERMES_ADMIN_CONN_MAX_AGE", 600))
 if os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=CONN_MAX_AGE)}
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "hermes_admin.sqlite3",
             "OPTIONS": {"init_command": "PRAGMA busy_timeout = 5000;", "transaction_mode": "IMMEDIATE"},
+            "CONN_MAX_AGE": CONN_MAX_AGE,
             # A file, not Django's default in-memory test database: background jobs
             # write from other threads, and a shared-cache memory database answers
             # concurrent writers with "table is locked" instead of waiting.

@@ -3,23 +3,41 @@
 Whole-store check passes can take seconds on big stores, so list pages show the
 findings of the latest finished pass (``HealRun.report``) with its time, and the
 session page runs the session's own checks live.
+
+A finished run's report never changes (``runs.finish`` writes it once), and it is
+150-250 KB of JSON on a big home: decoding it on every page view was ~6 ms of the
+list, health and session pages (docs/benchmarks.md). So runs are listed without
+their report, and each report is decoded once per process and kept, keyed by the
+run's id and times (a test database that reuses an id has other times), along
+with its findings by session. Only those columns of the runs are read: SQLite walks
+a row's whole report (megabytes of overflow pages) to reach a column stored after it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .models import HealRun
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+KEPT_REPORTS = 8  # decoded reports kept per process (the latest passes are what pages ask for)
+
+_lock = threading.Lock()
+_reports: OrderedDict[tuple, dict] = OrderedDict()  # run key -> {"report", "by_session": {profile: ...}}
 
 
 @dataclass
 class ProfileHealth:
-    """Findings of one profile from the latest pass that covered it (``run`` None: never checked)."""
+    """Findings of one profile from the latest pass that covered it (``run`` None: never checked).
+
+    ``entry`` and the lists :meth:`by_session` returns are shared by every page of
+    this process: read them, copy before changing anything."""
 
     run: HealRun | None = None
     entry: dict = field(default_factory=dict)
+    _by_session: dict | None = field(default=None, repr=False)
 
     @property
     def findings(self) -> list[dict]:
@@ -32,13 +50,56 @@ class ProfileHealth:
         return out
 
     def by_session(self) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for f in self.findings:
-            if f.get("session_id"):
-                out.setdefault(f["session_id"], []).append(f)
-        for items in out.values():
-            items.sort(key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
-        return out
+        """Findings naming a session, by session id, most severe first."""
+        if self._by_session is None:
+            self._by_session = group_by_session(self.findings)
+        return self._by_session
+
+    def findings_of(self, session_id: str, check: str | None = None) -> list[dict]:
+        """This session's findings (of one ``check`` code), most severe first."""
+        return [f for f in self.by_session().get(session_id, ()) if check is None or f["check"] == check]
+
+
+def group_by_session(findings: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for f in findings:
+        if f.get("session_id"):
+            out.setdefault(f["session_id"], []).append(f)
+    for items in out.values():
+        items.sort(key=lambda f: SEVERITY_ORDER.get(f["severity"], 9))
+    return out
+
+
+def _key(run: HealRun) -> tuple:
+    return run.pk, run.created_at, run.finished_at
+
+
+def _cached(run: HealRun) -> dict:
+    """``{"report", "by_session"}`` of a finished run, decoded once per process."""
+    key = _key(run)
+    with _lock:
+        found = _reports.get(key)
+        if found is not None:
+            _reports.move_to_end(key)
+            return found
+    report = HealRun.objects.filter(pk=run.pk).values_list("report", flat=True).first() or {}
+    found = {"report": report, "by_session": {}}
+    with _lock:
+        _reports[key] = found
+        while len(_reports) > KEPT_REPORTS:
+            _reports.popitem(last=False)
+    return found
+
+
+def _health(run: HealRun, cached: dict, entry: dict) -> ProfileHealth:
+    key = entry.get("profile")
+    with _lock:
+        by_session = cached["by_session"].get(key)
+    if by_session is None:
+        by_session = group_by_session(entry.get("findings", []))
+        with _lock:
+            cached["by_session"][key] = by_session
+    return ProfileHealth(run, entry, by_session)
 
 
 def latest(profile_keys) -> dict[str, ProfileHealth]:
@@ -47,12 +108,13 @@ def latest(profile_keys) -> dict[str, ProfileHealth]:
     found: dict[str, ProfileHealth] = {key: ProfileHealth() for key in wanted}
     # Partial passes (--only, single repairs) do not describe a profile's health.
     runs = (HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-            .exclude(report=None).order_by("-finished_at"))
+            .exclude(report=None).order_by("-finished_at").only("id", "created_at", "finished_at"))
     for run in runs.iterator(chunk_size=20):
-        for entry in run.report.get("profiles", []):
+        cached = _cached(run)
+        for entry in cached["report"].get("profiles", []):
             key = entry.get("profile")
             if key in wanted and found[key].run is None:
-                found[key] = ProfileHealth(run, entry)
+                found[key] = _health(run, cached, entry)
         if all(h.run is not None for h in found.values()):
             break
     return found

@@ -26,6 +26,8 @@ the ``change_flags`` permission.
 
 from __future__ import annotations
 
+import sqlite3
+
 import re
 from dataclasses import dataclass
 
@@ -107,6 +109,17 @@ class FlagState:
     lineage: list[str]
     title: str | None
     bot_chat: bool = False
+
+
+def flags_box(store: Store, session_id: str, session) -> dict:
+    """What the session page's flags box shows, computed before rendering:
+    ``{"state": FlagState | None, "error": str}``."""
+    if not session:
+        return {"state": None, "error": ""}
+    try:
+        return {"state": flag_state(store, session_id), "error": ""}
+    except sqlite3.Error as exc:
+        return {"state": None, "error": f"flags could not be read: {exc}"}
 
 
 def flag_state(store: Store, session_id: str) -> FlagState | None:

@@ -156,6 +156,18 @@ def owner_decision(store, profile_name: str | None, session_key: str | None) -> 
     return {"kind": kind, "target": target, "heal": heal, "detail": detail, "home": str(home) if home else None}
 
 
+COLLISION_DETAIL = "the same session id also exists in profile "
+
+
+def collision_profiles(detail: str) -> list[str]:
+    """The other profiles' keys an ``id_collision`` finding's ``detail`` names (a
+    stored report keeps the detail, not the evidence). Keys hold no ", "
+    (``name`` or ``name@root-label`` in ``[a-z0-9_.@-]``, stores/discovery.py)."""
+    if not detail.startswith(COLLISION_DETAIL):
+        return []
+    return [key for key in detail[len(COLLISION_DETAIL):].split(", ") if key]
+
+
 class IdCollision(Check):
     code = "id_collision"
     severity = "warning"
@@ -179,7 +191,7 @@ class IdCollision(Check):
                 ctx.notes.append(f"id_collision: could not read {other.key}: {exc}")
         for sid, others in sorted(found.items()):
             names = ", ".join(o["profile"] for o in others)
-            yield self.finding(sid, len(others), f"the same session id also exists in profile {names}",
+            yield self.finding(sid, len(others), f"{COLLISION_DETAIL}{names}",
                                {"other_stores": others})
 
     @staticmethod

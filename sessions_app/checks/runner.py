@@ -177,7 +177,9 @@ def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now
         if session_id is None:
             liveness = live_sessions(store, conn, caps, now, thresholds.idle_seconds)
         else:
-            liveness = index_for(store, conn, caps, session_id, now, thresholds.idle_seconds)
+            # A session's own checks (its page, a repair preview): routes as of the
+            # store's file state; repairs re-check liveness inside their transaction.
+            liveness = index_for(store, conn, caps, session_id, now, thresholds.idle_seconds, cached_routing=True)
     except sqlite3.Error as exc:
         if classify_error(exc)[0] == "busy":
             raise

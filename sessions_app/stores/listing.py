@@ -26,7 +26,9 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
+from django.core.exceptions import EmptyResultSet
 from django.db import DatabaseError
+from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import F, FloatField, OuterRef, Q, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
@@ -228,49 +230,28 @@ def list_sessions(
     for store in stores:
         if filters.profiles and store.key not in filters.profiles:
             continue
-        # Readiness and the order's index checks on one connection (an open per store
-        # is a visible share of a page across ten profiles).
+        # Readiness, the order's index checks and the page's queries on one
+        # connection: an open per store (and one more for the ORM's alias) was a
+        # visible share of a page across ten profiles (docs/benchmarks.md).
         try:
             with store.browse() as (conn, caps):
-                if filters.order == "activity":
-                    indexed, sort = indexed_activity(conn, caps), None
-                else:
-                    indexed, sort = False, _started(indexed_started(conn))
+                try:
+                    n, found, wide = _store_page(store, conn, caps, filters, limit, after, before)
+                except (DatabaseError, sqlite3.Error) as exc:
+                    errors[store.key] = classify_error(exc)
+                    continue
         except Unavailable as exc:
             if exc.status.status != "missing":
                 errors[store.key] = (exc.status.status, exc.status.reason)
                 _log_once(store.path, exc.status.status, exc.status.reason)
             continue
-        try:
-            qs = filtered(store, caps, filters, indexed)
-            qs = qs.annotate(sort=F("activity") if sort is None else sort)
-            n = qs.order_by().values("pk")[: COUNT_CAP + 1].count()  # activity only where filtered on
-            capped |= n > COUNT_CAP
-            count += min(n, COUNT_CAP)
-            columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
-            if before is not None:
-                page = _before(qs, store.key, before).order_by("sort", "id")
-            else:
-                page = qs if after is None else _after(qs, store.key, after)
-                page = page.order_by("-sort", "-id")
-            # Two steps: the page's ids and sort values in order (reads only what the
-            # order needs), then their columns by primary key (wide rows read for this
-            # page only). Position and "more" come from the first step alone: a row
-            # deleted or changed before the second read drops out of this page without
-            # ending the pagination.
-            found = list(page.values_list("pk", "sort")[: limit + 1])
-            wide = {}
-            if found:
-                wide_qs = AgentSession.objects.for_store(store, caps).filter(pk__in=[pk for pk, _ in found])
-                wide_qs = wide_qs.annotate(activity=_activity(store, caps, indexed))
-                wide = {row["id"]: row for row in wide_qs.order_by().values(*columns, "activity")}
-            for pk, value in found:
-                row = wide.get(pk)
-                if row is not None:
-                    row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
-                entries.append(((value, store.key, pk), row))
-        except (DatabaseError, sqlite3.Error) as exc:
-            errors[store.key] = classify_error(exc)
+        capped |= n > COUNT_CAP
+        count += min(n, COUNT_CAP)
+        for pk, value in found:
+            row = wide.get(pk)
+            if row is not None:
+                row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
+            entries.append(((value, store.key, pk), row))
     entries.sort(key=_entry_key, reverse=before is None)
     has_more = len(entries) > limit
     entries = entries[:limit]
@@ -283,6 +264,53 @@ def list_sessions(
         prev_cursor = entries[0][0] if after is not None and entries else None
     rows = [row for _, row in entries if row is not None]
     return Page(rows, next_cursor, prev_cursor, count, capped, errors)
+
+
+def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, limit: int, after, before):
+    """``(capped count, [(pk, sort)] of the page, {pk: row})`` of one store, the
+    querysets built by the ORM and run on ``conn`` (:func:`_rows`)."""
+    if filters.order == "activity":
+        indexed, sort = indexed_activity(conn, caps), None
+    else:
+        indexed, sort = False, _started(indexed_started(conn))
+    qs = filtered(store, caps, filters, indexed)
+    qs = qs.annotate(sort=F("activity") if sort is None else sort)
+    counted = _rows(conn, qs.order_by().values("pk")[: COUNT_CAP + 1], count=True)  # activity only where filtered on
+    n = counted[0][0] if counted else 0
+    columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
+    if before is not None:
+        page = _before(qs, store.key, before).order_by("sort", "id")
+    else:
+        page = qs if after is None else _after(qs, store.key, after)
+        page = page.order_by("-sort", "-id")
+    # Two steps: the page's ids and sort values in order (reads only what the order
+    # needs), then their columns by primary key (wide rows read for this page only).
+    # Position and "more" come from the first step alone: a row deleted or changed
+    # before the second read drops out of this page without ending the pagination.
+    found = [tuple(r) for r in _rows(conn, page.values_list("pk", "sort")[: limit + 1])]
+    wide = {}
+    if found:
+        wide_qs = AgentSession.objects.for_store(store, caps).filter(pk__in=[pk for pk, _ in found])
+        wide_qs = wide_qs.annotate(activity=_activity(store, caps, indexed)).order_by().values(*columns, "activity")
+        query = wide_qs.query
+        names = [*query.extra_select, *query.values_select, *query.annotation_select]
+        wide = {row["id"]: row for row in (dict(zip(names, r)) for r in _rows(conn, wide_qs))}
+    return n, found, wide
+
+
+def _rows(conn: sqlite3.Connection, qs, count: bool = False) -> list:
+    """The rows of ``qs`` run on ``conn`` (``count``: its row count), as the ORM would
+    fetch them on the store's alias: the SQL its compiler writes, placeholders
+    converted as Django's SQLite backend does; no converter applies to these
+    columns (text, integer, real). An empty ``IN ()`` gives no rows, as in Django."""
+    try:
+        sql, params = qs.query.get_compiler(using=qs.db).as_sql()
+    except EmptyResultSet:
+        return [(0,)] if count else []
+    sql = FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
+    if count:
+        sql = f"SELECT COUNT(*) FROM ({sql})"
+    return conn.execute(sql, params).fetchall()
 
 
 def _entry_key(entry) -> tuple:

@@ -1,13 +1,11 @@
-"""Liveness evidence on the session page, and small filters for the deletion pages."""
+"""Small filters for the liveness box and the deletion pages (labels, durations).
+
+The session page's liveness evidence itself is read by its presenter
+(``presenters.session_page``); nothing here opens a store."""
 
 from __future__ import annotations
 
-import sqlite3
-import time
-
 from django import template
-
-from ..stores import liveness as live_mod
 
 register = template.Library()
 
@@ -47,24 +45,3 @@ def duration(seconds) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f} {unit}"
     return f"{seconds:.0f} s"
-
-
-@register.inclusion_tag("sessions/_liveness.html", takes_context=True)
-def liveness_box(context, store, session_id, session=None, chain=None):
-    """The session page's liveness box: verdict line, evidence with source and age,
-    and the delete links for users allowed to delete."""
-    perms = context.get("perms")
-    result = {"store": store, "session_id": session_id, "session": session, "chain": chain or [],
-              "perms": perms, "items": [], "verdict": None, "error": ""}
-    if not session:
-        return result
-    try:
-        with store.read() as conn:
-            found = live_mod.evidence_for(store, conn, store.capabilities(conn), session_id, time.time(),
-                                          closed_counts=False)
-    except sqlite3.Error as exc:
-        result["error"] = f"liveness could not be read: {exc}"
-        return result
-    result["verdict"] = found.verdict
-    result["items"] = [{"session_id": session_id, "e": e} for e in found.evidence]
-    return result

@@ -3,10 +3,10 @@ copies of a colliding id."""
 
 from django.urls import path
 
-from ..views import migrate
+from ..views import migration
 
 urlpatterns = [
-    path("p/<str:profile>/migrate/", migrate.migrate_profile, name="migrate_profile"),
-    path("p/<str:profile>/s/<path:session_id>/jsonl/", migrate.session_jsonl, name="session_jsonl"),
-    path("p/<str:profile>/s/<path:session_id>/collision/", migrate.session_collision, name="session_collision"),
+    path("p/<str:profile>/migrate/", migration.migrate_profile, name="migrate_profile"),
+    path("p/<str:profile>/s/<path:session_id>/jsonl/", migration.session_jsonl, name="session_jsonl"),
+    path("p/<str:profile>/s/<path:session_id>/collision/", migration.session_collision, name="session_collision"),
 ]

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from ..charts import health_chart
 from ..models import AuditEvent
-from ..secrets import mask, mask_value, masking_for
+from ..secrets import Masker, masker_for
 from ..stores import registry
 from .common import require_perm
 
@@ -81,9 +81,9 @@ def event_list(request):
         if anchor is not None:
             qs = qs.filter(created_at__lte=anchor.created_at).exclude(created_at=anchor.created_at, id__gte=anchor.id)
     events = list(qs[: PAGE_SIZE + 1])
-    if masking_for(request.user):
-        for event in events:
-            event.reason = mask(event.reason)
+    masker = masker_for(request.user)
+    for event in events if masker else ():
+        event.reason = masker(event.reason)
     more = len(events) > PAGE_SIZE
     events = events[:PAGE_SIZE]
     params = request.GET.copy()
@@ -98,10 +98,9 @@ def event_list(request):
 @require_perm("view_auditevent")
 def event_detail(request, pk):
     event = get_object_or_404(AuditEvent.objects.select_related("actor", "run"), pk=pk)
-    hide = masking_for(request.user)
-    plan, changes = (mask_value(event.plan), mask_value(event.changes)) if hide else (event.plan, event.changes)
-    if hide:
-        event.reason = mask(event.reason)
+    masker = masker_for(request.user)
+    plan, changes = masker.value(event.plan), masker.value(event.changes)
+    event.reason = masker(event.reason)
     return render(request, "audit/detail.html", {
         "event": event,
         "plan_json": json.dumps(plan, indent=2, ensure_ascii=False),
@@ -109,14 +108,13 @@ def event_detail(request, pk):
     })
 
 
-def _row(event: AuditEvent, hide: bool = False) -> dict:
-    """One exported event; ``hide`` masks secrets in the texts copied from stores
+def _row(event: AuditEvent, masker: Masker) -> dict:
+    """One exported event; ``masker`` masks secrets in the texts copied from stores
     (titles in move plans, reasons), as the pages do for the same user."""
     row = {name: getattr(event, name) for name in EXPORT_FIELDS}
     row["created_at"] = event.created_at.isoformat()
-    if hide:
-        for name in ("plan", "changes", "reason"):
-            row[name] = mask_value(row[name])
+    for name in ("plan", "changes", "reason"):
+        row[name] = masker.value(row[name])
     return row
 
 
@@ -127,8 +125,8 @@ def event_export(request, fmt):
     if fmt not in ("csv", "json"):
         raise Http404("Unknown export format")
     _, qs = filtered_events(request.GET)
-    hide = masking_for(request.user)
-    rows = (_row(e, hide) for e in qs.iterator(chunk_size=500))
+    masker = masker_for(request.user)
+    rows = (_row(e, masker) for e in qs.iterator(chunk_size=500))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     if fmt == "csv":
         response = StreamingHttpResponse(_csv(rows), content_type="text/csv; charset=utf-8")

@@ -68,7 +68,7 @@ def require_perm(codename: str):
 def refuse_token(request, action: str, reason: str, store: Store | None = None, session_ids=()) -> HttpResponseBadRequest:
     """A forged, corrupted or misplaced signed token (repair plan, migration plans):
     one audit event (``action``, outcome ``refused``, nothing done) and HTTP 400,
-    as deletion does with its confirmation tokens (``views.delete``)."""
+    as deletion does with its confirmation tokens (``views.deletion``)."""
     from ..audit import record
 
     name = request.user.get_username() if request.user.is_authenticated else "anonymous"

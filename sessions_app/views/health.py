@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
-from dataclasses import asdict, replace
-
 from django.contrib import messages as flash
 from django.core import signing
 from django.core.exceptions import PermissionDenied
@@ -17,13 +13,12 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs, runs
-from ..actions.registry import ACTIONS, plan_for
-from ..checks import run_store_checks
-from ..checks.registry import BY_CODE as CHECKS
+from ..actions.registry import ACTIONS
 from ..health import latest
 from ..models import HealRun
-from ..secrets import mask, mask_value, masking_for
-from ..stores import liveness
+from ..presenters import NotFound
+from ..presenters.health import health_page
+from ..presenters.health import repair_preview as preview_for
 from ..stores import registry
 from .common import refuse_token, require_perm, store_view
 
@@ -44,20 +39,11 @@ def _start(request, **fields) -> HealRun:
 @require_perm("view_dashboard")
 @store_view
 def profile_health(request, store):
-    """Findings of the latest pass over this profile, grouped by check."""
-    health = latest([store.key])[store.key]
-    hide = masking_for(request.user)
-    groups: dict[str, dict] = {}
-    for finding in health.findings:
-        if hide:  # details may quote store text (JSONL lines, titles)
-            finding = {**finding, "detail": mask(finding["detail"])}
-        group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
-                                                     "severity": finding["severity"], "findings": []})
-        group["findings"].append(finding)
-    ordered = sorted(groups.values(), key=lambda g: ({"critical": 0, "warning": 1, "info": 2}.get(g["severity"], 9), g["code"]))
+    """Findings of the latest pass over this profile, grouped by check (``presenters.health``)."""
+    page = health_page(store, user=request.user)
     return render(request, "sessions/health.html", {
-        "store": store, "health": health, "groups": ordered, "counts": health.counts(),
-        "entry": health.entry, "catalog": sorted(CHECKS.values(), key=lambda c: c.code),
+        "store": store, "health": page.health, "groups": page.groups, "counts": page.counts,
+        "entry": page.entry, "catalog": page.catalog,
     })
 
 
@@ -118,53 +104,20 @@ def run_list(request):
                                                   "hidden_light": hidden})
 
 
-def _finding_for(store, session_id, code):
-    if code not in CHECKS:
-        raise Http404("Unknown check")
-    report = run_store_checks(store, session_id=session_id, only=[code])
-    for finding in report.findings:
-        if finding.session_id == session_id and finding.heal:
-            return finding
-    return None
-
-
-def _masked(finding, plan):
-    """Display copies with store and file text masked (titles in a move's notes and
-    changes, bad-line snippets of a JSONL file); the signed token keeps the real plan."""
-    finding = replace(finding, detail=mask(finding.detail))
-    if plan is not None:
-        plan = replace(plan, summary=mask(plan.summary), blocked=mask(plan.blocked),
-                       params={**plan.params, "notes": mask_value(plan.params.get("notes") or [])},
-                       changes=[replace(c, before=mask_value(c.before), after=mask_value(c.after)) for c in plan.changes])
-    return finding, plan
-
-
 @require_GET
 @require_perm("view_dashboard")
 @store_view
 def repair_preview(request, store, session_id):
-    """The concrete plan for one finding, and the form to apply it."""
-    code = request.GET.get("check", "")
-    finding = _finding_for(store, session_id, code)
-    plan = token = live = None
-    if finding is not None:
-        with store.read() as conn:
-            caps = store.capabilities(conn)
-            plan = plan_for(store, conn, caps, finding)
-            if plan is not None and plan.session_id:
-                action = ACTIONS[plan.action]
-                verdict = liveness.evidence_for(store, conn, caps, plan.session_id, time.time(),
-                                                closed_counts=action.closed_activity_counts)
-                live = verdict if verdict.verdict != "not_live" else None
-        if plan is not None:
-            token = signing.dumps(asdict(plan), salt=PLAN_SALT, compress=True)
-    if finding is not None and masking_for(request.user):
-        finding, plan = _masked(finding, plan)
-    permission = ACTIONS[plan.action].permission if plan is not None else "run_heal"
+    """The concrete plan for one finding, and the form to apply it (``presenters.health``)."""
+    try:
+        shown = preview_for(store, session_id, request.GET.get("check", ""), user=request.user)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+    token = signing.dumps(shown.plan_data, salt=PLAN_SALT, compress=True) if shown.plan_data is not None else None
     return render(request, "sessions/repair.html", {
-        "store": store, "session_id": session_id, "check": CHECKS[code], "finding": finding,
-        "plan": plan, "token": token, "live": live, "permission": permission,
-        "can_apply": request.user.has_perm(f"sessions_app.{permission}"),
+        "store": store, "session_id": session_id, "check": shown.check, "finding": shown.finding,
+        "plan": shown.plan, "token": token, "live": shown.live, "permission": shown.permission,
+        "can_apply": request.user.has_perm(f"sessions_app.{shown.permission}"),
     })
 
 

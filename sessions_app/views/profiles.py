@@ -4,8 +4,7 @@ from django.conf import settings
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..health import latest
-from ..stores import registry
+from ..presenters.overview import overview_rows
 from .common import render_store_error, require_perm, store_view
 
 
@@ -14,10 +13,7 @@ from .common import render_store_error, require_perm, store_view
 def overview(request):
     """Every profile of every root with its store status; rescans on each load.
     A locked store shows busy at a glance, never after its full read timeout."""
-    found = registry.scan()
-    stores = registry.glances()
-    health = latest([s.key for s in stores])
-    rows = [(store, store.probe(), health[store.key]) for store in stores]
+    found, rows = overview_rows()
     context = {"discovery": found, "rows": rows}
     if settings.FLEET:  # fleet mode (issue 17): every host's profiles on the same page
         from ..fleet.views import fleet_context

@@ -164,7 +164,7 @@ def test_forged_migration_plans_are_refused_and_audited(operator):
 @pytest.mark.django_db
 def test_expired_migration_plans_send_back_to_a_fresh_page(operator, settings, monkeypatch):
     token = signing.dumps([{"profile": "default"}], salt="migration-plans", compress=True)
-    monkeypatch.setattr("sessions_app.views.migrate.PLANS_MAX_AGE", -1)
+    monkeypatch.setattr("sessions_app.views.migration.PLANS_MAX_AGE", -1)
     response = operator.post("/p/default/migrate/", {"plans": token})
     assert response.status_code == 302 and response["Location"] == "/p/default/migrate/"
     assert not refused("migrate_apply")

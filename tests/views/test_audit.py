@@ -170,7 +170,7 @@ def test_finding_details_are_masked_wherever_they_show(hermes_home, monkeypatch,
     from django.utils import timezone
 
     from sessions_app.models import HealRun
-    from sessions_app.views import sessions as views
+    from sessions_app.presenters import session_page as views
 
     token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
     sid = IDS["cli_main"]

@@ -223,7 +223,7 @@ def test_a_snippet_starting_with_a_word_seen_earlier_is_still_masked_in_place(se
     """The snippet begins with a matched word that also occurs early in the message,
     and ends inside a secret (so the snippet alone matches no secret pattern)."""
     from sessions_app.stores.search import Hit, Results
-    from sessions_app.views.search import HIDDEN_SNIPPET, _mask_hits
+    from sessions_app.presenters.search import HIDDEN_SNIPPET, _mask_hits
 
     secret = "sk-ant-api03-" + "AbCdEfGh" * 6
     full = "build " + "log line\n" * 5000 + f"build {secret} done"

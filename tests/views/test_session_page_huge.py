@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from sessions_app.models import HealRun
-from sessions_app.views import sessions as views
+from sessions_app.presenters import session_page as views
 from tests.conftest import IDS
 
 pytestmark = pytest.mark.django_db

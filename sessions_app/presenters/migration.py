@@ -1,32 +1,16 @@
-"""Migration in the browser (issue 4 section 3): the per-profile migration page, a
-session's JSONL copy against the store, and the two copies of a colliding id.
+"""Migration pages (issue 4 section 3): a profile's import and move plans, a
+session's JSONL copy against the store, and the copies of a colliding id.
 
-The migration page plans, live and read-only, every JSONL import
-(``transcript_on_disk_only``) and every move to the owner's store
-(``owner_mismatch``) of one profile; *Apply* signs exactly those plans and runs
-them as a background job (``jobs.py``), whose page shows progress and the result
-with backup paths. Permissions are enforced here, not by hiding buttons: imports
-need ``run_heal``, moves ``delete_sessions`` (``Action.permission``), and the job's
-engine checks again.
-
-Text from the stores and files (plan notes naming titles, bad-line snippets,
-message excerpts) goes through ``secrets.mask`` for users who see masked text
-(``masking_for``), always masked whole before it is cut, so that a secret cut in
-half cannot slip past its pattern.
+Plans are made live and read-only (``actions.registry.plan_for``). Text from the
+stores and files (plan notes naming titles, bad-line snippets, message excerpts) is
+masked for users who see masked text (``secrets.masker_for``), always masked whole
+before it is cut, so that a secret cut in half cannot slip past its pattern.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from dataclasses import asdict
-
-from django.contrib import messages as flash
-from django.core import signing
-from django.core.exceptions import PermissionDenied
-from django.http import Http404
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
 
 from ..actions.base import Plan
 from ..actions.registry import ACTIONS, plan_for
@@ -36,14 +20,12 @@ from ..secrets import mask, mask_value, masking_for
 from ..stores import jsonl, registry
 from ..stores.connection import classify_error
 from ..stores.transcript import decode_content, structured_text
-from .common import refuse_token, require_perm, store_view
-from .health import _start
+from . import NotFound
 
 MIGRATION_CHECKS = ("transcript_on_disk_only", "history_lost", "owner_mismatch")
-PLANS_SALT = "migration-plans"
-MIGRATION_REFUSED = "migrate_apply"  # audit action of refused plan tokens
-PLANS_MAX_AGE = 3600  # seconds a previewed set of plans stays valid
 EXCERPT = 300  # characters of a message shown in the JSONL comparison
+COLLISION_COLUMNS = ("title", "source", "started_at", "ended_at", "end_reason", "message_count", "session_key",
+                     "profile_name")
 log = logging.getLogger("sessions_app.views")
 
 
@@ -95,55 +77,28 @@ def migration_plans(store) -> list:
     return plans
 
 
-@require_http_methods(["GET", "POST"])
-@require_perm("view_dashboard")
-@store_view
-def migrate_profile(request, store):
-    """GET: the plans, per session, with counts; POST: apply the previewed plans as a job."""
-    if request.method == "POST":
-        if not request.user.has_perm("sessions_app.run_heal"):
-            raise PermissionDenied
-        try:
-            data = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLANS_MAX_AGE)
-        except signing.SignatureExpired:
-            flash.warning(request, "Those plans are more than an hour old; here they are again, planned afresh.")
-            return redirect("migrate_profile", store.key)
-        except signing.BadSignature:
-            return refuse_token(request, MIGRATION_REFUSED, "invalid migration plans (forged or corrupted token)",
-                                store)
-        if not isinstance(data, list) or not data or \
-                any(not isinstance(d, dict) or d.get("profile") != store.key for d in data):
-            return refuse_token(request, MIGRATION_REFUSED, "the migration plans belong to another profile", store)
-        if not all(may_apply(request.user, d.get("action", "")) for d in data):
-            raise PermissionDenied
-        run = _start(request, mode="apply", profiles=[store.key], plans=data, only=list(MIGRATION_CHECKS))
-        return redirect("run", run.pk)
-    masked = masking_for(request.user)
+def migration_rows(store, *, user) -> list[dict]:
+    """One row per import or move plan of ``store``: ``{"plan", "counts", "summary",
+    "blocked", "notes", "allowed"}``, texts masked for ``user``."""
+    masked = masking_for(user)
     rows = [_row(plan, masked) for plan in migration_plans(store)]
     for row in rows:
-        row["allowed"] = may_apply(request.user, row["plan"].action)
-    ready = [asdict(r["plan"]) for r in rows if not r["plan"].blocked and r["allowed"]]
-    token = signing.dumps(ready, salt=PLANS_SALT, compress=True) if ready else None
-    return render(request, "sessions/migrate.html", {
-        "store": store, "imports": [r for r in rows if r["plan"].action == "import_jsonl_transcript"],
-        "moves": [r for r in rows if r["plan"].action == "move_to_owner_store"], "ready": len(ready),
-        "token": token, "can_run": request.user.has_perm("sessions_app.run_heal"),
-    })
+        row["allowed"] = may_apply(user, row["plan"].action)
+    return rows
 
 
-@require_GET
-@require_perm("view_transcripts")
-@store_view
-def session_jsonl(request, store, session_id):
-    """The session's ``sessions/<id>.jsonl`` line by line against its rows in the store.
+def jsonl_page(store, session_id: str, *, user) -> dict:
+    """The session's ``sessions/<id>.jsonl`` line by line against its rows in the store:
+    ``{"path", "file", "items", "problems", "missing", "store_only"}``.
 
-    Only a regular file is shown: a symlink is never followed, and ``read_file``
-    refuses the store's own files under another name (ground rule 5)."""
+    Only a regular file is read: a symlink is never followed, and ``read_file``
+    refuses the store's own files under another name (ground rule 5). Raises
+    :class:`NotFound` when the session has no such file."""
     path = jsonl_path(store, session_id)
     if path is None or not jsonl.is_regular(path):
-        raise Http404("This session has no JSONL copy")
+        raise NotFound("This session has no JSONL copy")
     parsed = jsonl.read_file(path, session_id, store_path=store.path)
-    masked = masking_for(request.user)
+    masked = masking_for(user)
     with store.read() as conn:
         caps = store.capabilities(conn)
         rows = jsonl.store_rows(conn, caps, session_id)
@@ -166,10 +121,8 @@ def session_jsonl(request, store, session_id):
         text = decode_content(content)[0] if isinstance(content, str) or content is None else structured_text(content)
         items.append({"state": "missing" if item[1] in missing else "matched", "line": line, "row": row,
                       "role": line.role, "text": _excerpt(text, masked)})
-    return render(request, "sessions/jsonl.html", {
-        "store": store, "session_id": session_id, "path": path, "file": parsed, "items": items, "problems": problems,
-        "missing": len(missing), "store_only": sum(1 for i in items if i["state"] == "store_only"),
-    })
+    return {"path": path, "file": parsed, "items": items, "problems": problems, "missing": len(missing),
+            "store_only": sum(1 for i in items if i["state"] == "store_only")}
 
 
 def _content_sql(whole: bool) -> str:
@@ -198,22 +151,18 @@ def _excerpt(text, masked: bool) -> str:
     return text[:EXCERPT] + ("…" if len(text) > EXCERPT else "")
 
 
-COLLISION_COLUMNS = ("title", "source", "started_at", "ended_at", "end_reason", "message_count", "session_key",
-                     "profile_name")
+def collision_page(store, session_id: str, *, user) -> dict:
+    """Every copy of a session id across the known stores, side by side (never merged):
+    ``{"copies": [{"store", "facts", "first", "here"}], "unreadable": [{"store", "reason"}],
+    "show_text"}``.
 
-
-@require_GET
-@require_perm("view_dashboard")
-@store_view
-def session_collision(request, store, session_id):
-    """Every copy of a session id across the known stores, side by side (never merged).
-
-    Another profile's store that cannot be read (busy, damaged) is listed inline as
-    unreadable, since a copy there can be neither shown nor ruled out; only this
-    profile's own read errors give its error page (``store_view``)."""
+    Another profile's store that cannot be read (busy, damaged) is listed as
+    unreadable, since a copy there can be neither shown nor ruled out; this profile's
+    own read errors propagate (its error page). Raises :class:`NotFound` when this
+    profile's store does not hold the id."""
     copies, unreadable = [], []
-    show_text = request.user.has_perm("sessions_app.view_transcripts")
-    masked = masking_for(request.user)
+    show_text = user.has_perm("sessions_app.view_transcripts")
+    masked = masking_for(user)
     for other in registry.glances(own=store):
         here = other.key == store.key
         status = other.readiness()
@@ -232,10 +181,8 @@ def session_collision(request, store, session_id):
         if found is not None:
             copies.append({"store": other, **found, "here": here})
     if not any(c["here"] for c in copies):
-        raise Http404("No such session in this profile")
-    return render(request, "sessions/collision.html", {
-        "store": store, "session_id": session_id, "copies": copies, "unreadable": unreadable, "show_text": show_text,
-    })
+        raise NotFound("No such session in this profile")
+    return {"copies": copies, "unreadable": unreadable, "show_text": show_text}
 
 
 def _collision_copy(other, session_id: str, show_text: bool, masked: bool) -> dict | None:

@@ -12,6 +12,8 @@ back to a fresh confirmation.
 
 from __future__ import annotations
 
+import sqlite3
+
 from django.contrib import messages as flash
 from django.core import signing
 from django.core.exceptions import PermissionDenied
@@ -22,6 +24,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import jobs, runs, trash
 from ..actions import deletion, flags
+from ..secrets import masker_for
+from ..stores.connection import classify_error
 from ..stores import autoprune
 from ..stores import registry
 from .common import require_perm, store_view
@@ -29,13 +33,17 @@ from .common import require_perm, store_view
 BULK_MAX = 500  # sessions in one bulk deletion
 
 
-def _mask(user, text):
-    """Secret masking of titles where the dashboard masks transcript text (issue 6)."""
-    try:
-        from ..secrets import mask, masking_for
-    except ImportError:  # pragma: no cover - masking not installed
-        return text
-    return mask(text) if text and masking_for(user) else text
+def _masked_titles(user, targets) -> None:
+    """Titles of a plan's targets (``.title``) or a trash manifest's (``["title"]``),
+    masked where the dashboard masks transcript text (issue 6)."""
+    masker = masker_for(user)
+    if not masker:
+        return
+    for target in targets:
+        if isinstance(target, dict):
+            target["title"] = masker(target.get("title")) if target.get("title") else target.get("title")
+        elif target.title:
+            target.title = masker(target.title)
 
 
 def _deleter(request) -> deletion.Deleter:
@@ -44,8 +52,7 @@ def _deleter(request) -> deletion.Deleter:
 
 
 def _confirm_context(request, store, plan, **extra):
-    for target in plan.targets:
-        target.title = _mask(request.user, target.title)
+    _masked_titles(request.user, plan.targets)
     return {
         "store": store, "session_id": plan.session_id, "plan": plan,
         "token": deletion.sign([deletion.token_item(plan)], request.user.pk) if plan.exists else "",
@@ -144,12 +151,15 @@ def bulk_confirm(request):
         if problem is not None:
             rows.append({"profile": profile, "session_id": sid, "problem": problem.reason})
             continue
-        plan = deletion.plan_for(store, sid)
+        try:
+            plan = deletion.plan_for(store, sid)
+        except sqlite3.Error as exc:  # locked or damaged since the list was shown: say so for this row
+            rows.append({"profile": profile, "session_id": sid, "problem": classify_error(exc)[1]})
+            continue
         if not plan.exists:
             rows.append({"profile": profile, "session_id": sid, "problem": "no longer exists"})
             continue
-        for target in plan.targets:
-            target.title = _mask(request.user, target.title)
+        _masked_titles(request.user, plan.targets)
         rows.append({"profile": profile, "session_id": sid, "plan": plan,
                      "pinned": flags.pinned_ids(store, plan.target_ids)})
     # A selected delegate child goes with its selected parent: one deletion, not two.
@@ -199,8 +209,7 @@ def trash_list(request):
     profile = request.GET.get("profile") or None
     entries = trash.list_entries(profile)
     for entry in entries:
-        for info in entry.manifest.get("targets_info", []):
-            info["title"] = _mask(request.user, info.get("title"))
+        _masked_titles(request.user, entry.manifest.get("targets_info", []))
     return render(request, "sessions/trash.html", {
         "entries": entries, "retention_days": trash.retention_days(), "profile": profile,
     })
@@ -212,8 +221,7 @@ def trash_entry(request, entry_id):
     entry = trash.get_entry(entry_id)
     if entry is None:
         raise Http404("No such trash entry")
-    for info in entry.manifest.get("targets_info", []):
-        info["title"] = _mask(request.user, info.get("title"))
+    _masked_titles(request.user, entry.manifest.get("targets_info", []))
     store = registry.get(entry.profile)
     hermes_prune, again = (None, [])
     if store is not None and entry.state in ("deleted", "pending"):

@@ -1,0 +1,128 @@
+"""A profile's health page: the latest stored pass's findings grouped by check, with
+each row's links built here (one ``reverse()`` per link kind, not per row), and the
+repair preview of one finding (live check, plan, liveness), masked once."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, replace
+
+from django.urls import reverse
+
+from ..actions.registry import ACTIONS, plan_for
+from ..checks import run_store_checks
+from ..checks.registry import BY_CODE as CHECKS
+from ..health import latest
+from ..secrets import masker_for
+from ..stores import liveness
+from . import NotFound
+
+SHOWN_PER_CHECK = 200  # rows of one check on the page; the rest are counted
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]+")  # ids reverse() would write as they are
+_SENTINEL = "session-id-placeholder"
+
+
+def session_url_maker(name: str, profile: str):
+    """``url(session_id)`` equal to ``reverse(name, args=[profile, session_id])``.
+
+    The URL around the id is reversed once; an id of plain characters (what Hermes
+    writes) is put in place as it is, any other id goes through ``reverse()``
+    (quoting, and its refusal of ids the route cannot hold)."""
+    head, _, tail = reverse(name, args=[profile, _SENTINEL]).rpartition(_SENTINEL)
+
+    def url(session_id: str) -> str:
+        if isinstance(session_id, str) and _PLAIN_ID.fullmatch(session_id):
+            return f"{head}{session_id}{tail}"
+        return reverse(name, args=[profile, session_id])
+    return url
+
+
+@dataclass
+class HealthPage:
+    """``groups``: ``{"check", "code", "severity", "total", "rows"}`` most severe
+    first; ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total`` findings
+    (masked), each with ``session_url`` / ``repair_url`` / ``collision_url`` where
+    they apply."""
+
+    health: object
+    groups: list[dict]
+    counts: dict
+    entry: dict
+    catalog: list
+
+
+def health_page(store, *, user) -> HealthPage:
+    """Findings of the latest pass over ``store`` (no store is opened)."""
+    health = latest([store.key])[store.key]
+    masker = masker_for(user)
+    urls = {kind: session_url_maker(name, store.key) for kind, name in
+            (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"))}
+    groups: dict[str, dict] = {}
+    for finding in health.findings:
+        group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
+                                                     "severity": finding["severity"], "total": 0, "rows": []})
+        group["total"] += 1
+        if len(group["rows"]) >= SHOWN_PER_CHECK:
+            continue
+        row = {**finding, "detail": masker(finding["detail"])}  # details may quote store text
+        sid = finding.get("session_id")
+        if sid:
+            row["session_url"] = urls["session_url"](sid)
+            if finding.get("heal"):
+                row["repair_url"] = urls["repair_url"](sid)
+            elif finding["check"] == "id_collision":
+                row["collision_url"] = urls["collision_url"](sid)
+        group["rows"].append(row)
+    ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9), g["code"]))
+    return HealthPage(health=health, groups=ordered, counts=health.counts(), entry=health.entry,
+                      catalog=sorted(CHECKS.values(), key=lambda c: c.code))
+
+
+@dataclass
+class RepairPreview:
+    """One finding's repair: ``finding`` (None when the live check no longer finds
+    it), ``plan`` and its signed form's data ``plan_data`` (unmasked: what applying
+    it executes), ``live`` (a liveness verdict other than ``not_live``), and the
+    ``permission`` the action needs."""
+
+    check: object
+    finding: object
+    plan: object
+    plan_data: dict | None
+    live: object
+    permission: str
+
+
+def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
+    """The concrete plan for the ``code`` finding of ``session_id``, read-only.
+    Raises :class:`NotFound` for an unknown check code."""
+    if code not in CHECKS:
+        raise NotFound("Unknown check")
+    finding = next((f for f in run_store_checks(store, session_id=session_id, only=[code]).findings
+                    if f.session_id == session_id and f.heal), None)
+    plan = data = live = None
+    if finding is not None:
+        with store.read() as conn:
+            caps = store.capabilities(conn)
+            plan = plan_for(store, conn, caps, finding)
+            if plan is not None and plan.session_id:
+                action = ACTIONS[plan.action]
+                verdict = liveness.evidence_for(store, conn, caps, plan.session_id, time.time(),
+                                                closed_counts=action.closed_activity_counts, cached_routing=True)
+                live = verdict if verdict.verdict != "not_live" else None
+        data = asdict(plan) if plan is not None else None
+        masker = masker_for(user)
+        if masker:
+            # Display copies with store and file text masked (titles in a move's notes and
+            # changes, bad-line snippets of a JSONL file); ``plan_data`` keeps the real plan.
+            finding = replace(finding, detail=masker(finding.detail))
+            if plan is not None:
+                plan = replace(plan, summary=masker(plan.summary), blocked=masker(plan.blocked),
+                               params={**plan.params, "notes": masker.value(plan.params.get("notes") or [])},
+                               changes=[replace(c, before=masker.value(c.before), after=masker.value(c.after))
+                                        for c in plan.changes])
+    permission = ACTIONS[plan.action].permission if plan is not None else "run_heal"
+    return RepairPreview(check=CHECKS[code], finding=finding, plan=plan, plan_data=data, live=live,
+                         permission=permission)

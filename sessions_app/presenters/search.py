@@ -1,0 +1,113 @@
+"""Full-text search of one profile's messages: the store's FTS query, then the
+snippets masked for users who see masked text (``/p/<profile>/search/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from ..secrets import mask, masking_for
+from ..stores.search import Results, SearchUnavailable, search
+
+HIDDEN_SNIPPET = "… (this snippet touches a masked secret; open the message to read it masked) …"
+
+
+def _indexed_texts(conn, columns, ids) -> dict[int, str]:
+    """The text of each message the index may quote (content, tool calls), by id."""
+    picked = [c for c in ("content", "tool_calls") if c in columns]
+    if not ids or not picked:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(f"SELECT id, {', '.join(picked)} FROM messages WHERE id IN ({marks})", list(ids))
+    return {row[0]: "\n".join(str(v) for v in row[1:] if v is not None) for row in rows}
+
+
+def _core(text: str) -> str:
+    # A snippet piece without the ellipses and padding snippet() adds at its ends.
+    return text.strip().strip("…").strip()
+
+
+WINDOW = 4096  # characters of the message masked around a snippet (secrets are far shorter)
+WHOLE_LIMIT = 256 * 1024  # a snippet not found in its message: mask it whole up to this size
+
+
+def _mask_hits(results, texts: dict[int, str]) -> None:
+    """Mask snippets for users who see masked text.
+
+    Masking the snippet alone is not enough: a snippet is a window of words that
+    may cut a secret, and a cut secret no longer matches its pattern. So the text
+    around the snippet's own place in the message is masked (a bounded window:
+    masking a 2 MB tool output whole takes seconds), and a snippet shows only when
+    each of its pieces is also text of the masked message; otherwise it is replaced
+    by a notice. A hit whose matched words occur only inside secrets is left out,
+    silently: prefix queries would otherwise tell how a secret begins, and so would
+    a count of what was left out.
+    """
+    kept = []
+    for hit in results.hits:
+        plain = "".join(text for text, _ in hit.parts)
+        core = _core(plain)
+        full = texts.get(hit.id, "")
+        at = full.find(core) if core else -1
+        if at >= 0:
+            window = full[max(0, at - WINDOW): at + len(core) + WINDOW]
+        elif len(full) <= WHOLE_LIMIT:
+            window = full
+        else:  # cannot place it (e.g. a stale index entry): show nothing of it
+            hit.parts = [(HIDDEN_SNIPPET, False)]
+            kept.append(hit)
+            continue
+        masked = mask(window)
+        if masked == window:  # no secret near it (as far as patterns tell)
+            masked_plain = mask(plain)
+            if masked_plain != plain:
+                hit.parts = [(masked_plain, False)]
+            kept.append(hit)
+            continue
+        matched = [_core(t) for t, is_match in hit.parts if is_match and _core(t)]
+        if matched and not all(m in masked for m in matched):
+            continue  # matched only inside a secret
+        if all(_core(t) in masked for t, _ in hit.parts):
+            pass  # the snippet quotes only text around the secrets
+        elif _core(mask(plain)) in masked:
+            hit.parts = [(mask(plain), False)]  # whole secrets inside, masked as in the message
+        else:
+            hit.parts = [(HIDDEN_SNIPPET, False)]  # it cuts a secret
+        kept.append(hit)
+    results.hits = kept
+    for hit in results.hits:
+        if hit.session and hit.session.get("title"):
+            hit.session["title"] = mask(hit.session["title"])
+
+
+@dataclass
+class SearchPage:
+    """``results`` (None without a query or on a problem), ``problem`` (a
+    :class:`SearchUnavailable`), and the HTTP ``status`` (503 for a damaged index)."""
+
+    results: Results | None = None
+    problem: SearchUnavailable | None = None
+    status: int = 200
+
+
+def search_page(store, query: str, *, user, size: int = 50, before: int | None = None) -> SearchPage:
+    """The newest ``size`` messages matching ``query`` (older than message ``before``).
+    A store without a usable index gives a ``problem``; a busy store raises
+    ``sqlite3.Error`` (the store's busy page)."""
+    if not query:
+        return SearchPage()
+    try:
+        with store.read(budget=settings.HERMES_QUERY_BUDGET, lenient=True) as conn:
+            caps = store.capabilities(conn)
+            results = search(conn, caps.columns("messages"), caps.columns("sessions"), query, limit=size,
+                             before=before)
+            masking = masking_for(user)
+            texts = _indexed_texts(conn, caps.columns("messages"), [h.id for h in results.hits]) if masking else {}
+    except ValueError:
+        return SearchPage(problem=SearchUnavailable("query", "Type at least one word (letters or digits)."))
+    except SearchUnavailable as exc:
+        return SearchPage(problem=exc, status=503 if exc.kind == "damaged" else 200)
+    if masking:
+        _mask_hits(results, texts)
+    return SearchPage(results=results)

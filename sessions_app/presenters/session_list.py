@@ -1,0 +1,53 @@
+"""The sessions list across every profile: the filter's choices, one page of rows
+with each row's health badges from the latest stored pass, titles and details masked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..health import latest
+from ..secrets import masker_for
+from ..stores import registry
+from ..stores.listing import Filters, Page, distinct_sources, list_sessions
+
+BADGES = 3  # findings shown per row; the rest are counted
+
+
+def list_choices() -> tuple[list, list[str], list[str]]:
+    """``(stores, profile keys, sources)``: every store as a glance (a locked store is
+    listed as busy without holding up the rest) and the distinct sources of all of
+    them (cached per store under its file state, ``listing.distinct_sources``)."""
+    stores = registry.glances()
+    return stores, [s.key for s in stores], distinct_sources(stores)
+
+
+@dataclass
+class ListPage:
+    """``page`` rows carry ``findings`` (at most :data:`BADGES`) and ``more_findings``;
+    ``checked`` is the set of profile keys a stored pass covered."""
+
+    page: Page
+    checked: set[str]
+
+
+def list_page(stores, filters: Filters, *, user, limit: int, after=None, before=None) -> ListPage:
+    """One page of ``filters`` over ``stores`` (cursors: ``listing.list_sessions``)."""
+    health = latest([s.key for s in stores])
+    badges = {key: h.by_session() for key, h in health.items()}
+    if filters.check:
+        filters.with_findings = {
+            key: {sid for sid, items in by_sid.items() if any(f["check"] == filters.check for f in items)}
+            for key, by_sid in badges.items()
+        }
+    page = list_sessions(stores, filters, limit=limit, after=after, before=before)
+    masker = masker_for(user)
+    for row in page.rows:
+        if masker:
+            row["title"] = masker(row.get("title"))
+        # Badges looked up here once, not by chained template filters on every row.
+        items = badges.get(row["profile"], {}).get(row["id"]) or ()
+        shown = items[:BADGES]
+        if masker:  # details may quote store text (titles, JSONL lines)
+            shown = [{**f, "detail": masker(f["detail"])} for f in shown]
+        row["findings"], row["more_findings"] = shown, max(len(items) - BADGES, 0)
+    return ListPage(page, {key for key, h in health.items() if h.run is not None})

@@ -1,0 +1,243 @@
+"""The session page: metadata, usage, lineage, liveness, findings and one page of the
+transcript, read over one read-only connection and masked once.
+
+What each part comes from:
+
+- the row, system prompt and usage: ``stores.session_info``; lineage:
+  ``stores.lineage``; the transcript page: ``stores.transcript`` (ground rule 10);
+- liveness: ``stores.liveness.evidence_for`` on the same connection (deletion's
+  view of it, ``closed_counts=False``: the box sits beside the delete buttons);
+- findings: the session's own checks, live, unless the session holds more than
+  :data:`LIVE_CHECK_ROWS` rows (its checks read every row: seconds for 300,000), in
+  which case the latest stored pass's findings are shown with that pass's time;
+- other profiles holding the same id: from the latest stored pass's ``id_collision``
+  findings when one covered this profile (no other store is opened), else one
+  primary-key lookup per other store (``registry.other_copies``);
+- the JSONL copy: one ``lstat`` of ``sessions/<id>.jsonl`` (nothing is read).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass, field, replace
+
+from ..actions.transcripts import jsonl_path
+from ..checks import Finding, run_store_checks
+from ..checks.ownership import collision_profiles
+from ..checks.registry import BY_CODE as CHECKS
+from ..health import ProfileHealth, latest
+from ..secrets import masker_for
+from ..stores import jsonl, registry
+from ..stores import liveness as live_mod
+from ..stores.lineage import Lineage
+from ..stores.listing import COUNT_CAP
+from ..stores.session_info import session_row, system_prompt, usage_rows
+from ..stores.transcript import TranscriptPage
+from ..stores.transcript import for_store as transcript_for
+from . import NotFound
+
+# A session's own checks read every row of it (seconds for 300,000 rows): above this
+# many rows the session page shows the latest pass's findings unless asked to check
+# now (docs/benchmarks.md).
+LIVE_CHECK_ROWS = COUNT_CAP
+METADATA_HIDDEN = {"system_prompt", "model_config", "origin_json", "tool_names"}
+KEY_FIELDS = (
+    "id", "title", "source", "profile_name", "model", "started_at", "ended_at", "end_reason",
+    "last_activity_at", "message_count", "tool_call_count", "parent_session_id", "session_key",
+    "user_id", "chat_id", "cwd", "archived", "pinned", "hidden",
+)
+USAGE_COLUMNS = (
+    "api_call_count", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "reasoning_tokens", "estimated_cost_usd", "actual_cost_usd", "cost_status",
+)
+
+
+@dataclass
+class LivenessBox:
+    """The liveness box: ``verdict`` (``live`` | ``maybe_live`` | ``not_live``, None
+    without a session row), ``items`` (``{"session_id", "e": Evidence}``), ``error``."""
+
+    verdict: str | None = None
+    items: list[dict] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class SessionPage:
+    """Everything the session page shows. ``page`` is None without the transcript
+    permission; ``notice`` is a message for the user (an ``at`` id not on the page);
+    ``findings`` are ``(Finding, Check | None)`` pairs, ``markers`` message id ->
+    findings; ``findings_stored`` True when they come from ``findings_run``."""
+
+    session: dict | None
+    page: TranscriptPage | None
+    can_read: bool
+    include_inactive: bool
+    has_active_column: bool
+    metadata: list[tuple]
+    more_metadata: list[tuple]
+    usage: list[tuple]
+    usage_rows: list[dict]
+    model_config: object
+    system_prompt: str | None
+    parent: dict | None
+    children: list[dict]
+    chain: list[dict]
+    findings: list[tuple]
+    markers: dict[int, list]
+    findings_stored: bool
+    findings_run: object
+    liveness: LivenessBox
+    jsonl_name: str
+    other_copies: list[str]
+    live_check_rows: int
+    notice: str = ""
+
+
+def session_page(store, session_id: str, *, user, size: int = 100, after: int | None = None,
+                 before: int | None = None, at: int | None = None, include_inactive: bool = False,
+                 recheck: bool = False) -> SessionPage:
+    """The page of ``session_id`` in ``store`` as ``user`` sees it (transcript
+    permission, masking). ``after``/``before``/``at`` are message ids
+    (``before=-1``: the last page). Raises :class:`NotFound` when the store holds
+    neither a row nor a message of that session; ``sqlite3.Error`` from the store."""
+    masker = masker_for(user)
+    can_read = user.has_perm("sessions_app.view_transcripts")
+    notice = ""
+    with store.read(lenient=True) as conn:
+        caps = store.capabilities(conn)
+        session = session_row(conn, caps, session_id)
+        transcript = transcript_for(conn, caps, session_id, include_inactive)
+        lineage = Lineage(conn, caps.columns("sessions"))
+        if session is None and not transcript.page(size=1).messages:
+            # Messages may outlive their session row (FK orphans): shown, marked.
+            raise NotFound("No such session in this profile")
+        page = None
+        if can_read:  # without the content permission: metadata, counts and findings only
+            page = transcript.page(size=size, after=after, before=before, at=at)
+            if at is not None and (not page.messages or page.messages[0].id != at):
+                notice = (f"Message #{at} is not among this session's visible messages; "
+                          "showing the page that follows it.")
+        parent = lineage.parent(session) if session else None
+        children = lineage.children(session_id)  # children may outlive a deleted parent row
+        chain = lineage.chain(session_id) if session else []
+        prompt = system_prompt(conn, caps, session) if can_read else None
+        # Rows counted up to COUNT_CAP + 1 (the page already counted them).
+        counted = page.total + page.total_capped if page is not None else transcript.count()
+        usage = usage_rows(conn, caps, session_id)
+        box = _liveness(store, conn, caps, session_id) if session else LivenessBox()
+    health = latest([store.key])[store.key]
+    stored = counted > LIVE_CHECK_ROWS and not recheck
+    if stored:
+        findings = [Finding(**f) for f in health.findings_of(session_id)]
+    else:
+        findings = run_store_checks(store, session_id=session_id).findings
+    if masker:
+        _mask_page(masker, session, page)
+        prompt = masker(prompt)
+        # Details may quote store text; the findings box and the transcript's markers show them.
+        findings = [replace(f, detail=masker(f.detail)) for f in findings]
+        for row in [parent or {}, *children, *chain]:  # titles of the lineage too
+            if row.get("title"):
+                row["title"] = masker(row["title"])
+    shown = session or {}
+    return SessionPage(
+        session=session, page=page, can_read=can_read, include_inactive=include_inactive,
+        has_active_column=caps.has("messages", "active"),
+        metadata=[(k, shown[k]) for k in KEY_FIELDS if k in shown],
+        more_metadata=[(k, v) for k, v in shown.items()
+                       if k not in KEY_FIELDS and k not in METADATA_HIDDEN and k not in USAGE_COLUMNS],
+        usage=[(k, session.get(k)) for k in USAGE_COLUMNS if session and k in session],
+        usage_rows=usage, model_config=shown.get("model_config"), system_prompt=prompt,
+        parent=parent, children=children, chain=chain if len(chain) > 1 else [],
+        findings=[(f, CHECKS.get(f.check)) for f in findings], markers=message_markers(findings),
+        findings_stored=stored, findings_run=health.run if stored else None, liveness=box,
+        jsonl_name=_jsonl_name(store, session_id), other_copies=other_copies(store, session_id, health),
+        live_check_rows=LIVE_CHECK_ROWS, notice=notice,
+    )
+
+
+RAW_FIELDS = ("content", "reasoning", "reasoning_content")
+
+
+def raw_message(store, session_id: str, message_id: int, field: str, *, user) -> str:
+    """One message's whole ``field`` (``content``, ``reasoning`` or
+    ``reasoning_content``) as text, masked for ``user``; inactive rows too. Raises
+    :class:`NotFound` for a message of another session or an unknown field."""
+    if field not in RAW_FIELDS:
+        raise NotFound("No such field")
+    with store.read(lenient=True) as conn:
+        row = transcript_for(conn, store.capabilities(conn), session_id, include_inactive=True).message(message_id)
+    if row is None:
+        raise NotFound("No such message")
+    return masker_for(user)(row.get(field) or "")
+
+
+def _liveness(store, conn, caps, session_id: str) -> LivenessBox:
+    try:
+        found = live_mod.evidence_for(store, conn, caps, session_id, time.time(), closed_counts=False,
+                                      cached_routing=True)
+    except sqlite3.Error as exc:
+        return LivenessBox(error=f"liveness could not be read: {exc}")
+    return LivenessBox(found.verdict, [{"session_id": session_id, "e": e} for e in found.evidence])
+
+
+def _jsonl_name(store, session_id: str) -> str:
+    """File name of the session's ``sessions/<id>.jsonl`` when one exists, else ''
+    (an ``lstat`` of that one file, a symlink is not one; nothing is read)."""
+    path = jsonl_path(store, session_id)
+    return path.name if path is not None and jsonl.is_regular(path) else ""
+
+
+def other_copies(store, session_id: str, health: ProfileHealth) -> list[str]:
+    """Keys of the other profiles whose store also holds ``session_id``.
+
+    From the latest stored pass over this profile when it compared with the others
+    (its ``id_collision`` findings), so a session page opens no other store; else,
+    or when that pass could not run the check, one lookup per other store."""
+    entry = health.entry
+    if health.run is not None and entry.get("status") == "ok" and "id_collision" not in (entry.get("error") or ""):
+        return [key for f in health.findings_of(session_id, "id_collision") for key in collision_profiles(f["detail"])]
+    return registry.other_copies(store, session_id)
+
+
+def _mask_page(masker, session, page) -> None:
+    """Mask secrets in everything a session page shows from the store's texts."""
+    if session:
+        session["title"] = masker(session.get("title"))
+    if page is None:
+        return
+    seen = set()
+    for msg in page.messages + [c["result"] for m in page.messages for c in m.tool_calls if c.get("result")]:
+        if id(msg) in seen:
+            continue
+        seen.add(id(msg))
+        msg.text = masker(msg.text)
+        msg.structured = masker.value(msg.structured)
+        for key in ("reasoning", "reasoning_content"):
+            msg.row[key] = masker(msg.row.get(key))
+        for call in msg.tool_calls:
+            call["arguments"] = masker(call["arguments"])
+
+
+def message_markers(findings) -> dict[int, list]:
+    """Findings keyed by the message ids their evidence names, to mark rows in place.
+
+    Any evidence entry named ``*message_ids``/``*_ids`` (a list of ids) or
+    ``*message_id`` (one id) points at messages; ``unanswered_turn`` marks where
+    the missing reply should be.
+    """
+    marks: dict[int, list] = {}
+    for finding in findings:
+        ids: set[int] = set()
+        for key, value in (finding.evidence or {}).items():
+            if key in ("first_message_id", "last_message_id"):
+                continue  # ranges (orphan rows): the whole transcript is concerned
+            if (key.endswith("_ids") or key == "hide") and isinstance(value, list):
+                ids.update(v for v in value if isinstance(v, int))
+            elif key.endswith("message_id") and isinstance(value, int):
+                ids.add(value)
+        for msg_id in ids:
+            marks.setdefault(msg_id, []).append(finding)
+    return marks

@@ -1,0 +1,149 @@
+"""Repeated rows of the session and health pages, rendered in Python.
+
+One ``{% include %}`` of a message template per row was over half of a session
+page's time (docs/benchmarks.md): Django's template engine resolves every variable
+and filter of every row through its generic machinery. :func:`transcript_rows`
+writes the same markup with ``format_html``-style escaping: every value goes
+through :func:`_v`, which is what ``{{ value }}`` does (localised, then
+``conditional_escape``), and the filters are the template's own functions. The
+output is what the template gave, byte for byte (``tests/views/test_transcript_rows.py``
+renders both and compares). No store is read here: the rows are the page's
+:class:`~sessions_app.stores.transcript.TranscriptPage`.
+"""
+
+from __future__ import annotations
+
+from django import template
+from django.template.defaultfilters import filesizeformat, slugify, urlencode
+from django.urls import reverse
+from django.utils.formats import localize
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
+
+from .hermes import dash, epoch_utc, pretty_json
+
+register = template.Library()
+
+
+def _v(value) -> str:
+    """``{{ value }}`` with autoescaping on (Django's ``render_value_in_context``)."""
+    value = localize(value)
+    return conditional_escape(value if isinstance(value, str) else str(value))
+
+
+def _severity(severity) -> str:
+    return f'<span class="sev sev-{_v(severity)}">{_v(severity)}</span>\n'
+
+
+def _raw_url(store, session_id, message_id) -> str:
+    return conditional_escape(reverse("message_raw", args=[store.key, session_id, message_id]))
+
+
+def _message(m, markers: dict, store, session_id) -> str:
+    out = [f'<article class="msg role-{_v(slugify(m.role))} state-{_v(m.state)}" id="m{_v(m.id)}">\n  <header>\n'
+           f'    <a href="#m{_v(m.id)}" class="msg-id">#{_v(m.id)}</a> <strong class="role" dir="auto">{_v(m.role)}'
+           f'</strong>\n    <span class="muted">{_v(epoch_utc(m.timestamp))}</span>\n    ']
+    if m.state != "active":
+        out.append(f'<span class="badge badge-{_v(m.state)}">{_v(m.state)}</span>')
+    out.append("\n    ")
+    if m.compressed_summary:
+        out.append('<span class="badge">compaction summary</span>')
+    out.append("\n    ")
+    if m.finish_reason:
+        out.append(f'<span class="muted">finish: <bdi>{_v(m.finish_reason)}</bdi></span>')
+    out.append("\n    ")
+    if m.platform_message_id:
+        out.append(f'<span class="muted">platform id <bdi>{_v(m.platform_message_id)}</bdi></span>')
+    out.append("\n    ")
+    if m.role == "tool":
+        out.append(f'<span class="muted">result of <code dir="auto">{_v(dash(m.tool_call_id))}</code> '
+                   f'(<bdi>{_v(dash(m.tool_name))}</bdi>)</span>')
+    out.append("\n  </header>\n  ")
+    if m.reasoning or m.reasoning_content:
+        out.append('\n  <details class="reasoning"><summary>Reasoning</summary><div class="text" dir="auto">'
+                   f'{_v(m.reasoning) if m.reasoning else _v(m.reasoning_content)}</div></details>\n  ')
+    out.append("\n  ")
+    if m.text:
+        out.append(f'<div class="text" dir="auto">{_v(m.text)}</div>')
+    out.append("\n  ")
+    for field, marker in m.undecodable:
+        out.append(f'<p class="undecodable muted small" data-field="{_v(field)}"><code>{_v(field)}</code> '
+                   f'{_v(marker)}</p>')
+    out.append("\n  ")
+    if m.structured is not None:
+        out.append('<details><summary>Structured content (JSON)</summary><pre dir="auto">'
+                   f'{_v(pretty_json(m.structured))}</pre></details>')
+    out.append("\n  ")
+    if m.truncated:
+        out.append(f'<p class="muted small">Showing the first 20 KB of {_v(filesizeformat(m.content_length))}. '
+                   f'<a href="{_raw_url(store, session_id, m.id)}">Full text</a></p>')
+    out.append("\n  ")
+    for call in m.tool_calls:
+        out.append(f'\n  <div class="tool-call" id="call-{_v(slugify(call.get("id", "")))}">\n'
+                   f'    <div><span class="tool-name">⚙ <bdi>{_v(call.get("name", ""))}</bdi></span> '
+                   f'<code class="muted" dir="auto">{_v(call.get("id", ""))}</code></div>\n'
+                   f'    <details><summary>Arguments</summary><pre dir="auto">{_v(call.get("arguments", ""))}'
+                   '</pre></details>\n    \n    ')
+        r = call.get("result")
+        if r:
+            try:
+                short = r.content_length < 600
+            except TypeError:  # the template's {% if %} reads a failed comparison as false
+                short = False
+            out.append(f'\n    <details class="tool-result" {"open" if short else ""}><summary>Result '
+                       f'<a href="#m{_v(r.id)}" id="m{_v(r.id)}">#{_v(r.id)}</a>')
+            if r.state != "active":
+                out.append(f' <span class="badge badge-{_v(r.state)}">{_v(r.state)}</span>')
+            out.append(f' <span class="muted">({_v(filesizeformat(r.content_length))})</span></summary>\n'
+                       f'      <div class="text" dir="auto">{_v(r.text)}</div>\n      ')
+            if r.truncated:
+                out.append(f'<p class="muted small">Cut at 20 KB of {_v(filesizeformat(r.content_length))}. '
+                           f'<a href="{_raw_url(store, session_id, r.id)}">Full text</a></p>')
+            out.append("\n    </details>\n    ")
+        else:
+            out.append('\n    <p class="muted small tool-result missing">No result stored for this call.</p>\n    ')
+        out.append("\n    \n  </div>\n  ")
+    out.append("\n  ")
+    marks = markers.get(m.id) or ()
+    for f in marks:
+        out.append(f'\n  <div class="marker sev-{_v(f.severity)}" data-check="{_v(f.check)}">{_severity(f.severity)} '
+                   f'<code>{_v(f.check)}</code>: <bdi>{_v(f.detail)}</bdi></div>\n  ')
+    out.append("\n</article>\n")
+    for f in marks:
+        if f.check == "unanswered_turn":
+            out.append('\n<div class="missing-reply" data-check="unanswered_turn">No assistant reply was stored '
+                       f'after message #{_v(m.id)}: it should be here.</div>\n')
+    out.append("\n")
+    return "".join(out)
+
+
+@register.simple_tag
+def transcript_rows(page, markers, store, session_id):
+    """The messages of ``page`` not shown under their tool call, as HTML (escaped);
+    ``markers``: message id -> findings to mark on that row (``message_markers``)."""
+    return mark_safe("".join(_message(m, markers or {}, store, session_id) for m in page.messages if not m.nested))
+
+
+def _health_row(f) -> str:
+    sid = f.get("session_id")
+    session = (f'<a href="{_v(f.get("session_url", ""))}"><code dir="auto">{_v(sid)}</code></a>' if sid
+               else '<span class="muted">store</span>')
+    heal = f.get("heal")
+    if heal and sid:
+        repair = (f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(f.get("check", "")))}">Preview '
+                  f'{_v(heal)}</a>')
+    elif heal:
+        repair = _v(heal)
+    elif f.get("check") == "id_collision" and sid:
+        repair = f'<a href="{_v(f.get("collision_url", ""))}">Compare the copies</a>'
+    else:
+        repair = '<span class="muted">no automatic repair</span>'
+    return (f'\n    <tr>\n      <td>{session}</td>\n      <td class="num">{_v(f.get("count", ""))}</td>\n'
+            f'      <td dir="auto">{_v(f.get("detail", ""))}</td>\n      <td>{repair}</td>\n    </tr>')
+
+
+@register.simple_tag
+def health_rows(rows):
+    """The health page's rows of one check (``presenters.health``: finding dicts with
+    their links), as HTML (escaped): a few hundred rows per page."""
+    return mark_safe("".join(_health_row(f) for f in rows))
