@@ -26,7 +26,7 @@ issue's shape):
   reasoning on some replies, 0.5 % of tool outputs 20-200 KB long;
 - compression chains (2-4 segments, the child opening with Hermes' compaction
   summary; 0.19.0 leaves gateway children without a session key, as it does,
-  note 7 of docs/store-notes.md), in-place compactions (``active = 0,
+  docs/store.md §8.4), in-place compactions (``active = 0,
   compacted = 1`` plus summary and carried rows) and rewinds (``active = 0``,
   ``rewind_count``, ``message_count`` not lowered, as 0.17-0.19 do);
 - a sprinkle of each damage kind the field shows (see ``damage``), a few of each;

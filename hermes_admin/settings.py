@@ -279,7 +279,7 @@ CONTENT_SECURITY_POLICY = {
 
 # Hermes roots: parsed here, resolved (HERMES_HOME, ~/.hermes) at discovery time.
 HERMES_ROOTS = [p for p in os.environ.get("HERMES_ROOTS", "").split(os.pathsep) if p.strip()]
-# Busy timeout (seconds) for read-only store connections; reference 2.8 uses 5 s.
+# Busy timeout (seconds) for read-only store connections; docs/store.md §5.1 uses 5 s.
 HERMES_READ_TIMEOUT = env_float("HERMES_ADMIN_READ_TIMEOUT", 5.0)
 # A store looked at from another page (overview, lists, other profiles' pages) gets
 # this busy timeout instead, and one found locked is shown busy there for
@@ -293,7 +293,7 @@ HERMES_QUERY_BUDGET = env_float("HERMES_ADMIN_QUERY_BUDGET", 3.0)
 HERMES_SCAN_ROWS = int(env_float("HERMES_ADMIN_SCAN_ROWS", 200_000))
 HERMES_SCAN_SECONDS = env_float("HERMES_ADMIN_SCAN_SECONDS", 3.0)
 
-# Health thresholds (design section 3, issue 3): a session is idle after an hour
+# Health thresholds (docs/architecture.md §4, issue 3): a session is idle after an hour
 # without activity and stale after 30 days; a WAL past 64 MiB is oversized.
 HERMES_IDLE_SECONDS = env_float("HERMES_ADMIN_IDLE_SECONDS", 3600)
 HERMES_STALE_SECONDS = env_float("HERMES_ADMIN_STALE_SECONDS", 30 * 86400)

@@ -6,7 +6,7 @@
 -- NULL-ness and defaults follow upstream `hermes_state_common.py` SCHEMA_SQL
 -- (SCHEMA_VERSION 30) plus the schema-31 deltas seen in newer upstream code:
 -- sessions.auto_archived and messages.message_uid / absorbed_message_uids /
--- tool_call_uids / tool_call_uid (see /work/shared/reference/hermes-state-store.md
+-- tool_call_uids / tool_call_uid (see docs/store.md §3.3, §3.4, §4.1, §4.2, §6
 -- sections 2.2-2.5 and 2.9). Everything is written out here in our own form; the
 -- table/column list is the interface and must stay byte-for-byte compatible.
 --

@@ -1,4 +1,4 @@
-"""Unmanaged mirrors of Hermes store tables (reference section 2.2), plus nothing else yet.
+"""Unmanaged mirrors of Hermes store tables (docs/store.md §3.3), plus nothing else yet.
 
 Every model here is ``managed = False`` and lives in a Hermes store, not in the
 dashboard's database: query with ``Model.objects.for_store(store)`` (or
@@ -181,7 +181,7 @@ class SessionModelUsage(StoreModel):
 
 
 class CompressionLock(StoreModel):
-    """A compression lock (reference 4.2); ``expires_at`` is epoch seconds."""
+    """A compression lock (docs/store.md §7.2); ``expires_at`` is epoch seconds."""
 
     session_id = models.TextField(primary_key=True)
     holder = models.TextField()
@@ -193,7 +193,7 @@ class CompressionLock(StoreModel):
 
 
 class SessionTurnLease(StoreModel):
-    """A turn lease (reference 4.1), keyed on the compression-lineage root id."""
+    """A turn lease (docs/store.md §7.1), keyed on the compression-lineage root id."""
 
     conversation_id = models.TextField(primary_key=True)
     holder = models.TextField()
@@ -218,7 +218,7 @@ class GatewayRouting(StoreModel):
 
 
 class GatewayHeartbeat(StoreModel):
-    """One serve/tui_gateway backend's heartbeat (reference 4.6)."""
+    """One serve/tui_gateway backend's heartbeat (docs/store.md §7.6)."""
 
     backend_id = models.TextField(primary_key=True)
     pid = models.IntegerField()
@@ -232,7 +232,7 @@ class GatewayHeartbeat(StoreModel):
 
 
 class StateMeta(StoreModel):
-    """Key/value bookkeeping (reference 2.7)."""
+    """Key/value bookkeeping (docs/store.md §4.3)."""
 
     key = models.TextField(primary_key=True)
     value = models.TextField(null=True)

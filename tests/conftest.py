@@ -66,8 +66,7 @@ def allow_store_aliases(request, monkeypatch):
     Django's TestCase refuses connections to any alias it did not set up as a test
     database (it patches ``ensure_connection``). Store aliases are different by
     design: they point at the real ``state.db`` copies each test makes under
-    ``tmp_path``, read-only, and must never be replaced by a test database
-    (django-practice.md 2d). Every other alias keeps Django's guard.
+    ``tmp_path``, read-only, and must never be replaced by a test database. Every other alias keeps Django's guard.
     """
     if request.node.get_closest_marker("django_db") is None and "db" not in request.fixturenames \
             and "admin_client" not in request.fixturenames and "transactional_db" not in request.fixturenames \

@@ -107,7 +107,7 @@ class RemoveLeftoverFiles(Action):
     """Move ``sessions/`` files of a session that no longer exists into the trash.
 
     Upstream deletion removes ``<id>.json``, ``<id>.jsonl`` and
-    ``request_dump_<id>_*.json`` (reference 5); files it left behind are moved,
+    ``request_dump_<id>_*.json`` (docs/store.md §10.1); files it left behind are moved,
     never deleted, to ``<data>/trash/files/<UTC stamp>/<profile>/sessions/``. The
     finding's evidence lists the file names (``files``). Never touches ``state.db``.
     """
@@ -115,7 +115,7 @@ class RemoveLeftoverFiles(Action):
     name = "remove_leftover_files"
     writes_store = False
     # The session row is gone, but a live agent may still be about to recreate it
-    # (reference 7.2): registry and recent activity are checked like for any repair.
+    # (docs/store.md §10.3): registry and recent activity are checked like for any repair.
     needs_idle_session = True
 
     def plan(self, ctx, finding):

@@ -1,13 +1,13 @@
 """``move_to_owner_store``: a session filed in another profile's store goes home.
 
 Issue 4 section 2, mirroring upstream ``hermes sessions repair-profiles``
-(reference 6.1): export, import into the owner's store, verify, delete from the
+(docs/store.md §11.1): export, import into the owner's store, verify, delete from the
 source, so that at no moment the session exists in neither store.
 
 What moves (the *unit*): the session and its descendants in the source store
 (compression continuations, delegates, branches) unless a descendant's own session
 key or ``profile_name`` names yet another profile (that one stays and is detached
-from the moved parent, as upstream deletion detaches children, reference 5). A
+from the moved parent, as upstream deletion detaches children, docs/store.md §10.1). A
 session whose ancestor is itself moving to the same profile is carried by that
 ancestor's move (its own plan is blocked saying so).
 
@@ -15,7 +15,7 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
 
 1. refuse while an agent holds any moved session (turn lease, compression lock,
    registry entry, gateway route, recent activity; either store) or a gateway
-   backend of either profile heartbeats (reference 4, 6.1 "refuses while a gateway
+   backend of either profile heartbeats (docs/store.md §7, §11.1 "refuses while a gateway
    owning any touched store is live"); re-read both stores against the plan;
 2. back up both stores (once per store per run, ground rule 4);
 3. the source is read inside one read transaction (``BEGIN`` on its read-only

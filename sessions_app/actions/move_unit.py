@@ -104,5 +104,5 @@ def _prompt_hashes(conn, caps, ids: list[str]) -> list[str]:
 
 
 def live_gateways(store: Store, conn, caps, now: float) -> list:
-    """Backends of this profile that heartbeat and run (reference 4.6)."""
+    """Backends of this profile that heartbeat and run (docs/store.md §7.6)."""
     return liveness._live_backends(conn, caps, now)  # noqa: SLF001 (the same rule the session evidence uses)

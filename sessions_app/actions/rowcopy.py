@@ -4,7 +4,7 @@ Values travel exactly as SQLite stores them: text as its bytes (``CAST(x AS BLOB
 written back with ``CAST(? AS TEXT)``, so even text that is not valid UTF-8 survives
 untouched), numbers and blobs as themselves; a REAL is never turned into text (SQLite
 would keep only 15 digits). Used by the transcript import (superseded rows) and by
-moves between profile stores (reference 6.1).
+moves between profile stores (docs/store.md §11.1).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from .base import Action, Change, one, row_dict
 from .session_rows import message_facts
 
 # Upstream sweeps lease rows expired for more than a day on its next acquire
-# (reference 4.1, ``_TURN_LEASE_SWEEP_GRACE_S``); the dashboard only clears those.
+# (docs/store.md §7.1, ``_TURN_LEASE_SWEEP_GRACE_S``); the dashboard only clears those.
 LEASE_GRACE_SECONDS = 86_400
 LEASE_TABLES = {"session_turn_leases": "conversation_id", "compression_locks": "session_id"}
 
@@ -87,7 +87,7 @@ class ClearStaleLease(Action):
     """Delete a turn-lease or compression-lock row expired for more than a day.
 
     Hermes reclaims expired rows itself on the next acquire and sweeps rows older
-    than a day (reference 4.1/4.2); the dashboard only removes rows past that
+    than a day (docs/store.md §7.1/§7.2); the dashboard only removes rows past that
     grace, matched on holder and expiry so a renewed lease is never touched.
     The finding's evidence names ``table``, ``key``, ``holder`` and ``expires_at``.
     """

@@ -1,6 +1,6 @@
 """Repairs of ``sessions`` rows: recreate, detach, reopen, close, stamp, inherit, recount.
 
-Each mirrors what Hermes itself would write (reference sections named per class) and
+Each mirrors what Hermes itself would write (docs/store.md sections named per class) and
 never invents content: a value is either taken from evidence in the store or left
 NULL.
 
@@ -16,13 +16,13 @@ from ..stores.lineage import classify_edge
 from ..stores.schema import Capabilities
 from .base import Action, ActionContext, Change, Plan, one, row_dict
 
-# Routing identity of a gateway session (reference 3.1): first writer wins upstream.
+# Routing identity of a gateway session (docs/store.md §4.1): first writer wins upstream.
 ROUTING_COLUMNS = (
     "session_key", "chat_id", "chat_type", "thread_id", "display_name", "origin_json", "user_id",
     "transport_profile",
 )
 # What a dashboard close writes: the end reason upstream's own orphan sweep uses for
-# open sessions no live process owns (reference 3.1, ``startup_orphan_reap``, a
+# open sessions no live process owns (docs/store.md §4.1, ``startup_orphan_reap``, a
 # recoverable close). ended_at is the time of the close, not the last activity, so
 # that Hermes' auto-prune (90 days after the end) does not take it at once.
 CLOSE_END_REASON = "startup_orphan_reap"
@@ -36,7 +36,7 @@ def session_row(conn: sqlite3.Connection, caps: Capabilities, session_id: str, c
 def message_facts(conn: sqlite3.Connection, caps: Capabilities, session_id: str) -> dict:
     """Facts about a session's message rows: ``rows``, ``active_rows``, ``first_id``,
     ``last_id``, ``first_at`` (epoch seconds), and the two upstream ways of counting
-    tool calls over active rows (reference 3.1): ``tool_calls`` (entries of the
+    tool calls over active rows (docs/store.md §4.1): ``tool_calls`` (entries of the
     ``tool_calls`` lists, what appends add to ``tool_call_count``) and ``alt_calls``
     (tool rows plus calling assistant rows, ``clear_session_messages``' recount)."""
     is_active = active_predicate(caps)
@@ -60,7 +60,7 @@ def message_facts(conn: sqlite3.Connection, caps: Capabilities, session_id: str)
 class RecreateSessionRow(Action):
     """Give orphan messages their session row back (``orphan_messages``).
 
-    Only what the evidence supports (issue 3, reference 7.2): ``id``, ``started_at``
+    Only what the evidence supports (issue 3, docs/store.md §10.3): ``id``, ``started_at``
     = the earliest message time, ``source = 'unknown'`` (upstream ``ensure_session``'s
     placeholder, replaced by the next writer that knows the real source),
     ``profile_name`` = the store's profile, and counters from the rows themselves.
@@ -124,7 +124,7 @@ class RecreateSessionRow(Action):
 class DetachFromMissingParent(Action):
     """NULL a ``parent_session_id`` naming a session that no longer exists.
 
-    What upstream deletion does to children of a deleted parent (reference 5,
+    What upstream deletion does to children of a deleted parent (docs/store.md §10.1,
     step 3); the old value is kept in the audit record.
     """
 
@@ -148,7 +148,7 @@ class DetachFromMissingParent(Action):
 
     def liveness_ids(self, plan):
         # A live agent whose row was deleted recreates it on its next flush
-        # (reference 7.2): then the link is not dangling for long, keep it.
+        # (docs/store.md §10.3): then the link is not dangling for long, keep it.
         return [plan.session_id, plan.params["parent"]] if plan.params.get("parent") else [plan.session_id]
 
     def state(self, conn, caps, plan):
@@ -271,7 +271,7 @@ class CloseStaleSession(Action):
 class StampOwner(Action):
     """Fill a NULL or blank ``profile_name`` with the store's own profile.
 
-    Upstream stamps the store's profile when the creator passes none (reference 3.1).
+    Upstream stamps the store's profile when the creator passes none (docs/store.md §4.1).
     An existing value is never overwritten (issue 4): a label that disagrees with
     the session key (``owner_mismatch`` of kind ``mislabelled``) is reported only.
     """
@@ -316,7 +316,7 @@ class InheritRoutingIdentity(Action):
     """Copy routing identity from a compression parent into a continuation lacking it.
 
     Compression children inherit routing columns from the parent at creation
-    (reference 3.1/7.2, ``_insert_session_row``); only columns NULL or blank in the child and
+    (docs/store.md §4.1/§10.3, ``_insert_session_row``); only columns NULL or blank in the child and
     set in the parent are copied, and only across a compression edge.
     """
 
@@ -375,7 +375,7 @@ class RecountSession(Action):
     """Set ``message_count`` to the number of active message rows, and
     ``tool_call_count`` to the tool calls they hold.
 
-    ``message_count`` counts active rows only (reference 3.1); ``NOT EXISTS
+    ``message_count`` counts active rows only (docs/store.md §4.1); ``NOT EXISTS
     messages``, not the counter, decides emptiness, so the recount never makes a
     session with rows look empty. ``tool_call_count`` is left alone when it matches
     either upstream way of counting (:func:`message_facts`), as the check accepts

@@ -1,6 +1,6 @@
 """``import_jsonl_transcript``: messages that exist only in ``sessions/<id>.jsonl``.
 
-Issue 4 section 1, reference 1.4, 1.5 and 8.2. The file is parsed and aligned with
+Issue 4 section 1, docs/store.md §1.3, §12.2 and §12.2. The file is parsed and aligned with
 the session's rows by ``stores.jsonl`` (the same code the ``transcript_on_disk_only``
 check uses), then, in one ``BEGIN IMMEDIATE`` transaction after the backup:
 
@@ -18,7 +18,7 @@ check uses), then, in one ``BEGIN IMMEDIATE`` transaction after the backup:
    says so and the originals are moved instead: re-inserted identical, then removed,
    in the same transaction;
 4. ``message_count`` is recounted to the active rows and ``tool_call_count`` grows by
-   the imported tool calls (what upstream appends do, reference 3.1).
+   the imported tool calls (what upstream appends do, docs/store.md §4.1).
 
 Bad lines (broken JSON, a bare string, an unknown role, ``session_meta``, nesting
 too deep, a lone surrogate) are reported with their line numbers and never
@@ -58,7 +58,7 @@ INT_FIELDS = ("token_count", "observed", "_compressed_summary", "active", "compa
 
 
 def jsonl_path(store, session_id: str) -> Path | None:
-    """``<profile home>/sessions/<session_id>.jsonl`` (reference 1.4), or None for an id
+    """``<profile home>/sessions/<session_id>.jsonl`` (docs/store.md §1.3), or None for an id
     that cannot name a file there (a path separator, a leading dot, a NUL)."""
     if not session_id or session_id.startswith(".") or any(c in session_id for c in "/\\\x00"):
         return None

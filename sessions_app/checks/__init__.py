@@ -1,4 +1,4 @@
-"""The check catalog (design.md section 3): one module per family, a registry, a runner.
+"""The check catalog (docs/architecture.md §4: one module per family, a registry, a runner.
 
 Public API::
 

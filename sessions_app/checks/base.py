@@ -1,4 +1,4 @@
-"""Building blocks of the check catalog (design.md section 3).
+"""Building blocks of the check catalog (docs/architecture.md §4.
 
 A :class:`Check` has a stable ``code``, a default ``severity``, a plain-language
 ``title``/``explanation`` for admins, the ``heal`` action that repairs it (or None)
@@ -73,7 +73,7 @@ def active_predicate(caps, alias: str = "") -> str:
     """SQL predicate "message row is active", shared by the checks and the actions
     that heal them (so a heal and its check agree). Stores before 0.17 have no
     ``active`` column (every row is live); ``active IS NULL`` counts as active, as
-    upstream heals it to 1 on its next writable open (reference 10.18); any other
+    upstream heals it to 1 on its next writable open (docs/store.md §13 row 18); any other
     value (0, or a stray 2) is not active."""
     if not caps.has("messages", "active"):
         return "1"
@@ -116,7 +116,7 @@ class CheckContext:
         return self.cache[key]
 
     def verdict(self, session_id: str) -> str:
-        """``live`` | ``maybe_live`` | ``not_live`` (reference section 4)."""
+        """``live`` | ``maybe_live`` | ``not_live`` (docs/store.md §7)."""
         return self.liveness.verdict(session_id)
 
     def has(self, table: str, column: str) -> bool:

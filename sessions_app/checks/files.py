@@ -1,4 +1,4 @@
-"""Checks on files beside the store (reference 1.3-1.5, 6.5, 10.25-10.27).
+"""Checks on files beside the store (docs/store.md §1.2-§12.2, §5.3, §13 row 25-§13 row 27).
 
 Ground rule 5: ``state.db``, ``-wal`` and ``-shm`` are never opened as plain
 files here, only ``os.stat``-ed or listed; other files (``sessions/*.jsonl``, the
@@ -19,7 +19,7 @@ from ..stores import copies, jsonl, session_files
 from ..stores.jsondecode import read_json_file
 from .base import Check, capped, chunks, placeholders, plural
 
-REPAIR_LEDGER_CAP = 3  # upstream stops automatic repair after 3 failures (reference 1.3)
+REPAIR_LEDGER_CAP = 3  # upstream stops automatic repair after 3 failures (docs/store.md §1.2)
 LEDGER_MAX_BYTES = 1024 * 1024  # the ledger is three fields; anything bigger is not one
 
 
@@ -63,7 +63,7 @@ def deleted_sidecar_holders(db_path: Path) -> list[dict]:
 
     psutil's ``open_files()`` drops descriptors whose file was deleted, so the
     descriptors are read from ``/proc/<pid>/fd`` (readlink, never open) as
-    upstream ``refuse_deleted_wal_generation`` does (reference 6.5).
+    upstream ``refuse_deleted_wal_generation`` does (docs/store.md §5.3).
     """
     if sys.platform != "linux":
         return []

@@ -1,12 +1,12 @@
 """Session lifecycle checks: open sessions that will never end, placeholder rows
-(reference 3.1 sources, 10.10, 10.24)."""
+(docs/store.md §4.1 sources, 10.10, 10.24)."""
 
 from __future__ import annotations
 
 from .base import Check, ago
 
 # Sources whose sessions are owned by state.db alone: nothing outside it (no chat
-# platform) will ever close them (reference 10.10, upstream
+# platform) will ever close them (docs/store.md §13 row 10, upstream
 # ``_AUTO_PRUNE_STALE_OPEN_SOURCES``).
 STATE_OWNED_SOURCES = ("cli", "cron", "kanban", "acp", "api_server", "subagent", "tool", "recovered")
 PLACEHOLDER_SOURCES = ("unknown", "recovered", "_health_probe")
@@ -17,7 +17,7 @@ def freshest_sql(ctx, alias: str = "s") -> str:
     """SQL for a session's last activity, epoch seconds: the latest of
     ``last_activity_at`` (where the store has it), ``started_at`` and its newest
     message (``idx_messages_session`` answers the MAX per session). Values beyond
-    now + 1 day are ignored, as upstream ignores out-of-window times (reference 3.1);
+    now + 1 day are ignored, as upstream ignores out-of-window times (docs/store.md §4.1);
     the ``?`` placeholder takes that bound."""
     started = f"COALESCE({alias}.started_at, 0)"
     if ctx.has("sessions", "last_activity_at"):

@@ -1,6 +1,6 @@
-"""Lineage checks: parent links and compression chains (reference 3.1, 10.2, 10.11).
+"""Lineage checks: parent links and compression chains (docs/store.md §4.1, §13 row 2, §13 row 11).
 
-Only compression edges make one logical conversation (design.md borderline rule);
+Only compression edges make one logical conversation (docs/architecture.md §4 (borderline cases));
 the SQL edge test below mirrors ``stores.lineage.classify_edge``: the parent ended
 with ``compression``, the child's ``model_config`` carries no fork marker equal
 to the parent id, and its source is neither ``subagent`` nor ``tool``.
@@ -106,7 +106,7 @@ class CompressionWithoutContinuation(Check):
             f"AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session_id = p.id AND {edge})", params)
         for sid, ended_at in rows:
             if ctx.verdict(sid) != "not_live":
-                continue  # a compression may be mid-handoff (reference 4.2)
+                continue  # a compression may be mid-handoff (docs/store.md §7.2)
             when = f" {ago(ctx.now - ended_at)} ago" if isinstance(ended_at, (int, float)) else ""
             yield self.finding(sid, 1, f"ended by compression{when} but no continuation session exists",
                                {"ended_at": ended_at})

@@ -1,4 +1,4 @@
-"""Ownership and routing identity checks (reference 1.2, 3.1, 6.1, 10.22-10.23).
+"""Ownership and routing identity checks (docs/store.md §2, §4.1, §11.1, §13 row 22-§13 row 23).
 
 Every ``state.db`` belongs to exactly one profile. A row's owner shows in
 ``profile_name`` and, for gateway rows, in the session-key namespace
@@ -25,7 +25,7 @@ MESSAGING_SOURCES = (
     "homeassistant", "email", "sms", "dingtalk", "feishu", "wecom", "wecom_callback", "weixin",
     "bluebubbles", "qqbot", "yuanbao",
 )
-# Routing identity columns copied from a compression parent (reference 3.1:
+# Routing identity columns copied from a compression parent (docs/store.md §4.1:
 # compression children inherit routing columns).
 ROUTING_COLUMNS = ("session_key", "chat_id", "chat_type", "thread_id", "user_id", "display_name",
                    "origin_json", "transport_profile")
@@ -119,7 +119,7 @@ class OwnerMismatch(Check):
 
 def owner_decision(store, profile_name: str | None, session_key: str | None) -> dict:
     """Who owns a row of ``store`` and what heals it, upstream's repair-profiles rules
-    (reference 6.1): ``{"kind", "target", "heal", "detail", "home"}``.
+    (docs/store.md §11.1): ``{"kind", "target", "heal", "detail", "home"}``.
 
     ``kind``: ``ok`` (this store's own), ``wrong_store`` (the key names another existing
     profile: move), ``labelled_elsewhere`` (only ``profile_name`` names another existing
@@ -141,7 +141,7 @@ def owner_decision(store, profile_name: str | None, session_key: str | None) -> 
         if not label or label == own:
             return {"kind": "ok", "target": own, "heal": None, "detail": "", "home": str(store.profile.home)}
         # Reported only: stamp_owner never overwrites a value (issue 4), and no
-        # relabel action exists yet (upstream repair-profiles relabels, reference 6.1).
+        # relabel action exists yet (upstream repair-profiles relabels, docs/store.md §11.1).
         target, kind, heal = own, "mislabelled", None
         detail = f"profile_name is '{profile_name}' but the session key belongs to this profile '{own}'"
     elif label and label != own:

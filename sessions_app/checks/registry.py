@@ -1,4 +1,4 @@
-"""The check catalog in run order: one instance per stable code (design.md section 3).
+"""The check catalog in run order: one instance per stable code (docs/architecture.md §4.
 
 Order matters a little: access checks first (the runner emits them), then the
 structural pass (``quick_check``) whose result the FTS checks reuse, then the

@@ -1,5 +1,5 @@
 """Store-level checks: access, structure, schema, full-text index, leases, dependents
-(reference 2.1-2.7, 4.1-4.2, 6.3, 10.4, 10.6-10.7, 10.19-10.20, 10.26).
+(docs/store.md §3.1-§4.3, §7.1-§7.2, §11.3, §13 row 4, §13 row 6-§13 row 7, §13 row 19-§13 row 20, §13 row 26).
 
 Store-level checks run in full passes only (never on a session page).
 
@@ -19,7 +19,7 @@ from ..stores.discovery import DEFAULT_PROFILE
 from ..stores.liveness import holder_is_dead, holder_pid
 from .base import Check, ago, capped, plural
 
-# Tables and columns of the newest known shape (reference 2.2 + 2.9, the edge
+# Tables and columns of the newest known shape (docs/store.md §3.3 + 2.9, the edge
 # fixture's schema 31). Lazily created tables (Telegram topics, delivery ledger)
 # and session_deletion_receipts (columns unknown) are left out on purpose.
 NEWEST_SCHEMA = {
@@ -65,7 +65,7 @@ NEWEST_SCHEMA = {
         "origin_session_id",
     ),
 }
-LONG_EXPIRED_SECONDS = 86400  # upstream sweeps lease rows expired this long (reference 4.1)
+LONG_EXPIRED_SECONDS = 86400  # upstream sweeps lease rows expired this long (docs/store.md §7.1)
 QUICK_CHECK_MAX_ERRORS = 100
 FTS_PREFIX = "messages_fts"
 # quick_check lines naming a b-tree: "Tree N page M cell K: ..." (N is the root
@@ -172,7 +172,7 @@ def _per_table(ctx, error: str) -> dict:
 
 def quick_check(ctx) -> dict:
     """``PRAGMA quick_check`` once per pass, classified as upstream's
-    ``state_db_has_structural_damage`` does (reference 6.3): each ``Tree N`` /
+    ``state_db_has_structural_damage`` does (docs/store.md §11.3): each ``Tree N`` /
     ``Page N:`` line is mapped to the object whose rootpage is N; damage confined
     to FTS objects (``messages_fts*``) is FTS-only, anything else (or a line that
     cannot be placed) is structural. When the whole-file check fails outright,
@@ -320,7 +320,7 @@ class FtsDamaged(Check):
             except sqlite3.DatabaseError as exc:
                 problems.append({"kind": "probe", "table": table, "error": str(exc)})
             # A detached (stale) index has its triggers dropped on purpose; CJK triggers
-            # depend on a loadable tokenizer (reference 2.4/6.4).
+            # depend on a loadable tokenizer (docs/store.md §3.4/§11.4).
             if not stale and not table.startswith("messages_fts_cjk") and not ctx.conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", (f"{table}_insert",)).fetchone():
                 problems.append({"kind": "missing_trigger", "table": table, "trigger": f"{table}_insert"})
@@ -377,7 +377,7 @@ class FtsIncomplete(Check):
     def _expected(ctx, source: str, high, progress) -> int | None:
         where, params = "", ()
         if high not in (None, ""):
-            # Rows inside (progress, high water] await the deferred backfill (reference 2.4).
+            # Rows inside (progress, high water] await the deferred backfill (docs/store.md §3.4).
             where, params = " WHERE id > ? OR id <= ?", (int(high), int(progress or -1))
         try:
             return ctx.conn.execute(f'SELECT COUNT(*) FROM "{source}"{where}', params).fetchone()[0]

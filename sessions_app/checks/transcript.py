@@ -1,4 +1,4 @@
-"""Transcript checks: message rows versus their session (reference 3.1/3.2, 10.1, 10.5, 10.12-10.17, 10.21).
+"""Transcript checks: message rows versus their session (docs/store.md §4.1/§4.2, §13 row 1, §13 row 5, §13 row 12-§13 row 17, §13 row 21).
 
 Set-based SQL where a question is about groups of rows (orphans, counters, usage,
 rows sharing a timestamp); the streamed walk (``walk.py``) where rows must be
@@ -19,7 +19,7 @@ def _walk(ctx):
 def _timestamp_groups(ctx) -> dict[str, list[list[dict]]]:
     """Active rows that share ``(session_id, timestamp)`` with another row.
 
-    Upstream gives every row of a batch its own timestamp (+1 µs, reference 3.2),
+    Upstream gives every row of a batch its own timestamp (+1 µs, docs/store.md §4.2),
     so such groups are exact replays of one message or salvaged garbage. The
     grouping scans ``idx_messages_session (session_id, timestamp)`` as a covering
     index; only the (rare) groups found are read back.
@@ -126,7 +126,7 @@ class CounterDrift(Check):
                              and (rewinds is None or rewinds > 0))
                 if explained:
                     # Releases 0.17-0.19 rewind_to_message sets active=0 without lowering
-                    # message_count (docs/store-notes.md): upstream behaviour, not damage.
+                    # message_count (docs/store.md §9.3): upstream behaviour, not damage.
                     evidence["explained_by"] = "rewind_without_recount"
                     problems[-1] += f" ({plural(rewound_rows, 'rewound row')} still counted, as releases 0.17-0.19 do)"
                 else:
@@ -189,7 +189,7 @@ class UnansweredTurn(Check):
         walked = {sid: r for sid, r in _walk(ctx).items()
                   if (r.last or r.user_pairs) and ctx.verdict(sid) == "not_live"}
         # A compression parent hands its last (often unanswered) prompt over to its
-        # continuation: the logical conversation goes on there (reference 3.3).
+        # continuation: the logical conversation goes on there (docs/store.md §8.3).
         handed_over = self._compression_parents(ctx, [sid for sid, r in walked.items() if r.last])
         for sid, result in walked.items():
             last = result.last if sid not in handed_over else None

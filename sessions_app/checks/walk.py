@@ -18,7 +18,7 @@ Content is never pulled whole: rows carry their byte length and first 64 bytes
 starts structured ``\\x00json:`` content). Duplicate candidates are confirmed
 afterwards by comparing the full values inside SQLite.
 
-Rules mirrored from upstream (reference 8.3/8.4, 10.12-10.15):
+Rules mirrored from upstream (docs/store.md §9.2/§9.2, §13 row 12-§13 row 15):
 
 - a ``tool`` row answers a call of the nearest preceding assistant tool-call
   window (``id`` or ``call_id``); a user row closes the window; consecutive
@@ -43,7 +43,7 @@ HEAD_BYTES = 64
 # SUMMARY_PREFIX and LEGACY_SUMMARY_PREFIX), for stores without _compressed_summary.
 SUMMARY_PREFIXES = (b"[CONTEXT COMPACTION", b"[CONTEXT SUMMARY]")
 CONVERSATION_ROLES = ("user", "assistant", "tool")
-# Timestamps outside [2000-01-01, now + 1 day] are garbage (reference 10.21).
+# Timestamps outside [2000-01-01, now + 1 day] are garbage (docs/store.md §13 row 21).
 EPOCH_MIN = 946684800.0
 FUTURE_SLACK = 86400.0
 # A step back along ids smaller than this is jitter between concurrent writers.
@@ -241,8 +241,8 @@ def iter_active_rows(ctx: CheckContext):
 
     A chunk never resumes inside a session: keyset chunks through one
     300,000-row session cost quadratic time (docs/benchmarks.md). Without an index
-    starting with ``(session_id, id)`` (every release up to 0.19.0, store-notes
-    note 6) SQLite re-sorted the session's remainder for each chunk; with it, the
+    starting with ``(session_id, id)`` (every release up to 0.19.0, docs/store.md
+    §3.4) SQLite re-sorted the session's remainder for each chunk; with it, the
     row-value range ``(session_id, id) > (?, ?)`` only narrows on ``session_id``,
     so each chunk re-read the session from its start. Instead, the last session of
     a full chunk is finished in one query ordered by id, stepped row by row (one

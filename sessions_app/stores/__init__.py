@@ -1,1 +1,1 @@
-"""The only code that opens a Hermes ``state.db`` (design.md section 2)."""
+"""The only code that opens a Hermes ``state.db`` (docs/architecture.md §1."""

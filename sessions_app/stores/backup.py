@@ -1,8 +1,8 @@
 """Backups of a store before the first write of a run (ground rule 4).
 
 A backup is one step of SQLite's online backup API (``pages=-1``: the whole file
-inside a single read transaction, so a busy agent cannot starve it, django-practice.md
-2c), taken from a read-only connection into the dashboard's own data folder, then
+inside a single read transaction, so a busy agent cannot starve it; docs/architecture.md
+§2, rule 4), taken from a read-only connection into the dashboard's own data folder, then
 verified with ``PRAGMA integrity_check`` and hashed. The live file is never opened
 with plain file I/O (ground rule 5); only the copy is hashed.
 """

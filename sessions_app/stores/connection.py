@@ -1,11 +1,11 @@
 """Read-only connections to Hermes stores: Django aliases and plain sqlite3.
 
-Ground rules 1, 5 and 7 (design.md) live here:
+Ground rules 1, 5 and 7 (docs/architecture.md §2) live here:
 
 - every connection opened by this module is ``file:…?mode=ro`` plus
   ``PRAGMA query_only=1``; writes are the actions' business, not the browser's;
 - ``detect_types`` is 0: Django's converters would otherwise turn epoch floats in
-  a column declared ``timestamp`` into ``None`` (django-practice.md pitfall 5.1);
+  a column declared ``timestamp`` into ``None`` (docs/architecture.md §2, rule 7);
 - nothing here opens ``state.db``, ``-wal`` or ``-shm`` as a plain file.
 
 Every lock error a store connection meets (plain or Django) is reported to
@@ -58,8 +58,7 @@ def alias_settings(profile: Profile, timeout: float | None = None) -> dict:
     (``timeout``: busy timeout in seconds, default ``HERMES_READ_TIMEOUT``).
 
     Complete because Django only fills defaults when the handler is first
-    configured; a partial dict added later fails with ``KeyError: 'TIME_ZONE'``
-    (django-practice.md 2a). ``MIGRATE: False`` and the router keep migrations away.
+    configured; a partial dict added later fails with ``KeyError: 'TIME_ZONE'``. ``MIGRATE: False`` and the router keep migrations away.
     """
     return {
         "ENGINE": "django.db.backends.sqlite3",
@@ -300,7 +299,7 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
     Returns ``(status, reason)`` with status one of ``busy``, ``corrupt``,
     ``unreadable``. Classification follows SQLite's extended error names where
     Python exposes them (3.11+), else the message text, in the spirit of upstream
-    ``classify_persistence_error`` (reference 7.1).
+    ``classify_persistence_error`` (docs/store.md §5.4).
     """
     exc = sqlite_cause(exc)
     name = getattr(exc, "sqlite_errorname", "") or ""

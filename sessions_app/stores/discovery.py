@@ -1,6 +1,6 @@
 """Find Hermes roots and the profile stores inside them.
 
-Layout (reference section 1.1/1.2, mirroring upstream ``hermes_constants.py``):
+Layout (docs/store.md §1.1/§2, mirroring upstream ``hermes_constants.py``):
 
 - a root's own ``state.db`` is profile ``default``;
 - ``<root>/profiles/<name>/state.db`` is profile ``<name>``; names starting with ``.``
@@ -141,15 +141,15 @@ def within(path, root) -> bool:
 def root_of_home(home) -> Path:
     """The root a profile home belongs to, by Hermes' layout: ``<root>/profiles/<name>``
     belongs to ``<root>``, any other home is its own root (upstream
-    ``get_default_hermes_root``, reference 1.2)."""
+    ``get_default_hermes_root``, docs/store.md §2)."""
     home = Path(os.path.abspath(home))
     return home.parent.parent if home.parent.name == "profiles" else home
 
 
 # The store and its sidecars (SQLite puts them beside the resolved main file, so
-# both places are checked); reference 1.3.
+# both places are checked); docs/store.md §1.2.
 STORE_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal")
-# Other paths of a profile home the dashboard reads or writes (reference 1.4).
+# Other paths of a profile home the dashboard reads or writes (docs/store.md §1.3).
 HOME_PATHS = ("sessions", "runtime", os.path.join("runtime", "active_sessions.json"), "state-snapshots")
 
 
@@ -214,9 +214,9 @@ def profile_outside_reason(home: Path, root: Path) -> str | None:
     return None
 
 
-# What makes a folder a Hermes home: upstream's markers (reference 1.2,
+# What makes a folder a Hermes home: upstream's markers (docs/store.md §2,
 # hermes_constants.py _HERMES_HOME_MARKERS), and what Hermes leaves beside a store
-# that is damaged or gone (reference 1.3/1.4): its WAL sidecars, quarantined or
+# that is damaged or gone (docs/store.md §1.2/§1.3): its WAL sidecars, quarantined or
 # backed-up copies (state.db.*), sessions/ transcripts, snapshots, the sticky
 # active_profile, and profiles/ (a root may hold named profiles only). A damaged
 # home must still be listed: its checks are what explain the damage.

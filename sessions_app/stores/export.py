@@ -2,7 +2,7 @@
 
 Formats:
 
-- **JSON Lines** in the shape of Hermes' own transcript files (reference 1.5): for
+- **JSON Lines** in the shape of Hermes' own transcript files (docs/store.md §12.2): for
   each session a ``{"role": "session_meta", ...}`` line (the bookkeeping role legacy
   files used) followed by one message dict per line with the store's columns;
   structured ``\\x00json:`` content is written as the decoded JSON value and

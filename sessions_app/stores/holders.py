@@ -57,7 +57,7 @@ def parse_holder(holder: str | None) -> dict:
 
 
 def holder_checkable(holder: str | None) -> bool:
-    """May this holder's pid be probed here? STRICT policy of reference 4.1."""
+    """May this holder's pid be probed here? STRICT policy of docs/store.md §7.1."""
     supported, local = _local_pid_namespace()
     if not supported:
         return True
@@ -81,7 +81,7 @@ def holder_is_dead(holder: str | None) -> bool | None:
 
 
 def process_matches(pid, start_time) -> bool:
-    """Registry liveness (reference 4.4): the pid runs and, when a start time was
+    """Registry liveness (docs/store.md §7.5): the pid runs and, when a start time was
     recorded, psutil's ``create_time`` equals it within 1 ms. Unreadable start
     time of a running pid counts as alive (any doubt = alive)."""
     try:

@@ -4,7 +4,7 @@ Shared by the ``transcript_on_disk_only`` check, the ``import_jsonl_transcript``
 action and the session page's JSONL view, so that what the check calls missing is
 exactly what the import writes, and a second import finds nothing.
 
-Layout (reference 1.4, 1.5, 8.2): one JSON object per line. Legacy gateway files
+Layout (docs/store.md §1.3, §12.2, §12.2): one JSON object per line. Legacy gateway files
 hold message dicts (``role``, ``content``, ``tool_calls``, ``tool_call_id``,
 ``tool_name``, reasoning fields, ``timestamp``...) and ``session_meta``
 bookkeeping lines; divert files hold the agent's flush rows. The dashboard's own
@@ -65,7 +65,7 @@ from .jsonl_align import MAX_DEPTH, SANE_EPOCH  # noqa: F401  (the limits lines 
 MESSAGE_ROLES = ("user", "assistant", "tool", "developer")
 META_ROLE = "session_meta"
 SKIP_ROLES = ("system",)
-# Epoch seconds outside this window are not message times (reference 3.2
+# Epoch seconds outside this window are not message times (docs/store.md §4.2
 # ``_coerce_timestamp``; 10.21 garbage timestamps): 2000-01-01 .. far future.
 # Deeper JSON is never a message (structured content and tool calls nest a few
 # levels), and recursive readers (masking, rendering) must stay far from the limit.
@@ -139,7 +139,7 @@ def _unreadable_fields(obj: dict) -> str:
     Hermes once stored ('' when they can): content must be text, structured
     (a list or an object) or absent; tool calls a list, the JSON text of one, or
     absent (upstream ``get_messages`` decodes ``tool_calls`` as a JSON list and
-    content as text or ``\\x00json:`` structured content, reference 3.2)."""
+    content as text or ``\\x00json:`` structured content, docs/store.md §4.2)."""
     content = obj.get("content")
     if content is not None and not isinstance(content, (str, list, dict)):
         kind = "a boolean" if isinstance(content, bool) else f"a number ({str(content)[:40]})"

@@ -1,6 +1,6 @@
 """Parent/child edges between sessions and the compression chain.
 
-Edge kinds follow upstream ``hermes_state_common.py`` as summarised in reference 3.1:
+Edge kinds follow upstream ``hermes_state_common.py`` as summarised in docs/store.md §4.1:
 
 - ``delegate``: the child's ``model_config`` carries ``_delegate_from`` equal to the
   parent id (or the child's source is ``subagent``);

@@ -6,7 +6,7 @@ Two orders, newest first (``Filters.order``):
   list``): ``started_at``, which every store from 0.13.0 on indexes
   (``idx_sessions_started``), so a page is an index walk of ``limit + 1`` entries;
 - ``activity``: last activity, ``COALESCE(last_activity_at, started_at)`` where the
-  store has ``last_activity_at`` (upstream's own recency key, reference 3.1; indexed by
+  store has ``last_activity_at`` (upstream's own recency key, docs/store.md §4.1; indexed by
   ``idx_sessions_effective_activity`` on the newest shape); release stores up to 0.19.0
   lack that column, so their activity is the newest message's timestamp, one index
   seek per session (about 30 ms for 20,000 sessions, docs/benchmarks.md).
@@ -92,7 +92,7 @@ def _epoch(day: dt.date, end: bool = False) -> float:
 
 def _number(column: str) -> RawSQL:
     """The column when it holds a number, else NULL: salvaged rows may hold TEXT
-    timestamps (reference 10.21), which must not break the list."""
+    timestamps (docs/store.md §13 row 21), which must not break the list."""
     return RawSQL(f"CASE WHEN typeof(\"sessions\".\"{column}\") IN ('real', 'integer') "
                   f"THEN \"sessions\".\"{column}\" END", (), output_field=FloatField())
 
@@ -105,7 +105,7 @@ def indexed_activity(conn: sqlite3.Connection, caps) -> bool:
 
     Newest stores index ``COALESCE(last_activity_at, started_at)``; ordering by that
     very expression walks the index and stops after a page. It equals the guarded
-    activity (numbers only, reference 10.21) unless some value is TEXT or BLOB, which
+    activity (numbers only, docs/store.md §13 row 21) unless some value is TEXT or BLOB, which
     sort above every number in SQLite, or NULL: two index seeks rule that out.
     """
     if not caps.has("sessions", "last_activity_at"):

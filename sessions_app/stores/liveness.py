@@ -1,9 +1,9 @@
 """Liveness evidence: may a Hermes process still be working on a session?
 
-Ground rule 6 (design.md) says: before writing to a session, look for live
+Ground rule 6 (docs/architecture.md §2) says: before writing to a session, look for live
 evidence and refuse when there is some. The checks use the same evidence to stay
 quiet about sessions an agent may still be writing (``unanswered_turn``,
-``stale_open`` ...). Signals, following reference section 4:
+``stale_open`` ...). Signals, following docs/store.md §7:
 
 - ``turn_lease``: an unexpired ``session_turn_leases`` row on the session's
   compression-lineage ROOT (4.1; the key is the root, so one lease covers the
@@ -15,14 +15,14 @@ quiet about sessions an agent may still be writing (``unanswered_turn``,
 - ``gateway``: a live ``gateway_heartbeats`` backend together with a
   ``gateway_routing`` entry whose ``entry_json`` names the session (4.6);
 - ``activity``: newest message, ``last_activity_at`` or ``started_at`` within
-  ``idle_seconds`` (reference 3.1 "Activity").
+  ``idle_seconds`` (docs/store.md §4.1 "Activity").
 
 Verdict: any blocking evidence -> ``live``; only non-blocking evidence (recent
 activity, an unexpired lease whose holder is provably dead, an unreadable
 registry) -> ``maybe_live``; nothing -> ``not_live``.
 
 Holder probing mirrors upstream ``hermes_state_pidns.holder_pid_checkable``
-(STRICT policy for TTL rows, reference 4.1): our own pid is never "dead"; on
+(STRICT policy for TTL rows, docs/store.md §7.1): our own pid is never "dead"; on
 Linux a holder is probed only when it carries a ``pidns=`` stamp equal to our PID
 namespace, otherwise only its TTL counts. Any doubt = alive.
 
@@ -52,9 +52,9 @@ from .lineage import DOWN_CAP, UP_CAP, Lineage
 from .schema import Capabilities
 
 # How fresh a gateway heartbeat must be to count (seconds). Upstream's window was
-# not found in the files read (reference 4.6); five minutes matches the lease TTL.
+# not found in the files read (docs/store.md §7.6); five minutes matches the lease TTL.
 HEARTBEAT_FRESH_SECONDS = 300
-# Timestamps further in the future than this are garbage (reference 10.21) and
+# Timestamps further in the future than this are garbage (docs/store.md §13 row 21) and
 # must not make a session look active forever.
 FUTURE_SLACK_SECONDS = 86400
 # The registry is a small JSON document (a few entries per live surface); one
@@ -172,7 +172,7 @@ def _lease_rows(conn: sqlite3.Connection, caps: Capabilities, table: str, key_co
 
 
 def registry_path(store) -> Path:
-    """``<profile home>/runtime/active_sessions.json`` (reference 1.4/4.4)."""
+    """``<profile home>/runtime/active_sessions.json`` (docs/store.md §1.3/§7.5)."""
     return store.profile.home / "runtime" / "active_sessions.json"
 
 
@@ -288,7 +288,7 @@ def _gateway_evidence(conn, caps, now: float, index: LiveIndex, only: str | None
     if _routing_sql(caps) is None:
         return
     if not caps.has_table("gateway_heartbeats"):
-        # Releases up to 0.19.0 record no heartbeats (reference 12): a routing entry
+        # Releases up to 0.19.0 record no heartbeats (docs/store.md §3.2): a routing entry
         # is then the only trace of a gateway that may still route to the session.
         for key, sid in _routing_rows(conn, caps, only, store):
             if isinstance(sid, str) and sid:
@@ -363,7 +363,7 @@ def live_sessions(store, conn: sqlite3.Connection, caps: Capabilities, now: floa
 
     Returns a :class:`LiveIndex` (a dict ``session_id -> list[Evidence]`` plus
     store-wide evidence). A turn lease is expanded to the whole compression
-    chain of its key (reference 4.1: the key is the lineage root); the walk is
+    chain of its key (docs/store.md §7.1: the key is the lineage root); the walk is
     per lease row, never per session.
     """
     idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
@@ -401,7 +401,7 @@ def compression_descendants(lineage: Lineage, key: str) -> list[str]:
 
 
 def lineage_keys(conn: sqlite3.Connection, caps: Capabilities, session_id: str) -> list[str]:
-    """The session and its compression ancestors up to the root (reference 4.1
+    """The session and its compression ancestors up to the root (docs/store.md §7.1
     ``_session_turn_lease_key_on_conn``); a lease on any of them covers it."""
     lineage = Lineage(conn, caps.columns("sessions"))
     keys, node = [session_id], lineage.get(session_id)

@@ -2,7 +2,7 @@
 
 Ground rule 8: column sets are read with ``PRAGMA table_info``, never inferred from
 ``schema_version``; upstream adds columns on every writable open regardless of the
-version (reference 2.1, ``hermes_state_schema.py`` ``_reconcile_columns``). A missing
+version (docs/store.md §3.1, ``hermes_state_schema.py`` ``_reconcile_columns``). A missing
 column is a capability that is off.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-# Newest schema version this dashboard knows (reference 2.1/2.9: 30 in the stored
+# Newest schema version this dashboard knows (docs/store.md §3.1/§3.3: 30 in the stored
 # SCHEMA_SQL, 31 for the newest upstream shape). Newer stores still load; the
 # overview flags them.
 KNOWN_SCHEMA_MAX = 31

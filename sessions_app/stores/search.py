@@ -1,6 +1,6 @@
 """Full-text search over one profile's messages, through the store's own FTS5 index.
 
-Every release writes ``messages_fts`` (reference 2.5): inline ``fts5(content)``
+Every release writes ``messages_fts`` (docs/store.md §6): inline ``fts5(content)``
 filled by triggers with ``content || tool_name || tool_calls`` up to 0.19.0,
 external-content ``fts5(content, tool_name, tool_calls)`` over the view
 ``messages_fts_src`` in the newest shape. Both answer the same query, read-only:

@@ -1,6 +1,6 @@
 """Transcript pages: messages of one session by id, keyset-paginated.
 
-Rules mirrored from upstream (reference 3.2, 8.4):
+Rules mirrored from upstream (docs/store.md §4.2, §9.2):
 
 - order is ``messages.id``, never ``timestamp`` (ground rule 10);
 - ``active = 0`` rows are hidden unless asked for; ``compacted = 1`` marks rows

@@ -382,7 +382,7 @@ db.create_session('20260301_091000_d0d0d0', 'subagent', parent_session_id={sids[
 
 
 def test_no_deletion_while_hermes_recovery_files_lie_beside_the_store(aged_home):
-    """Hermes' own schema repair may be midway (reference 1.3): nothing is written."""
+    """Hermes' own schema repair may be midway (docs/store.md §1.2): nothing is written."""
     s = store(aged_home, "default")
     sid = ids("default")["hostile"]
     plan, item = confirm(s, sid)
@@ -402,7 +402,7 @@ def test_restore_is_refused_when_the_id_was_recreated(aged_home):
     sid = ids("default")["long"]
     done = deleter().delete(s, confirm(s, sid)[1])
     assert done.status == "applied"
-    # An idle chat's next save recreates the row (reference 7.2).
+    # An idle chat's next save recreates the row (docs/store.md §10.3).
     hermes(s, f"""
 db.create_session({sid!r}, 'cli')
 db.append_message({sid!r}, 'user', 'are you still there?')

@@ -9,7 +9,7 @@ from ..conftest import PROFILES, ids
 from .helpers import all_stores, damage, findings, newest_timestamp, serious, store_of
 
 DESIGN_CODES = {
-    # design.md section 3, store level
+    # docs/architecture.md §4, store level
     "store_unreadable", "store_busy", "store_corrupt", "schema_malformed", "schema_outdated", "fts_damaged",
     "fts_incomplete", "wal_oversized", "wal_generation_split", "repair_leftovers", "stale_lease",
     "orphan_dependents",
@@ -54,7 +54,7 @@ def test_pristine_store_runs_clean(hermes_home, profile):
     assert report.notes == []
     assert serious(report) == [], [f.detail for f in serious(report)]
     codes = {f.check for f in report.findings}
-    # What remains is known upstream behaviour, reported as info (docs/store-notes.md).
+    # What remains is known upstream behaviour, reported as info (docs/store.md §9.3).
     assert codes <= {"schema_outdated", "counter_drift"}
     if profile == "edge":
         assert codes == set()
@@ -70,7 +70,7 @@ def test_pristine_store_findings_are_json_ready(hermes_home, profile):
 
 
 def test_old_release_rewind_is_info_not_drift(hermes_home):
-    """0.17-0.19 rewind_to_message leaves message_count alone (docs/store-notes.md)."""
+    """0.17-0.19 rewind_to_message leaves message_count alone (docs/store.md §9.3)."""
     for profile in ("default", "ops", "research"):
         undo = ids(profile)["undo"]
         store = store_of(hermes_home, profile)

@@ -1,7 +1,7 @@
 """Session-level checks on copies of real-release stores, damaged as in the field.
 
 Cases from issue 3 ("Cases that must behave", detection side) plus the other
-session checks of design.md section 3.
+session checks of docs/architecture.md §4.
 """
 
 import json

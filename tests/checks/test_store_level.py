@@ -145,7 +145,7 @@ def test_rows_written_while_the_triggers_were_gone(store):
 
 
 def test_fts_backfill_window_is_not_incomplete(store):
-    """Rows inside a deferred rebuild window are expected to be missing (reference 2.4)."""
+    """Rows inside a deferred rebuild window are expected to be missing (docs/store.md §3.4)."""
     s = store("edge")
     with damage(s) as db:
         top = db.execute("SELECT MAX(id) FROM messages").fetchone()[0]

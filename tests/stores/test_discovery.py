@@ -1,4 +1,4 @@
-"""Profile discovery: roots, profiles, and what is skipped (reference 1.1/1.2)."""
+"""Profile discovery: roots, profiles, and what is skipped (docs/store.md §1.1/§2)."""
 
 import os
 

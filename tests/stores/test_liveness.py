@@ -1,4 +1,4 @@
-"""Liveness evidence (reference section 4) on copies of real-release stores."""
+"""Liveness evidence (docs/store.md §7) on copies of real-release stores."""
 
 import json
 import os
