@@ -63,6 +63,9 @@ Fleet mode (docs/architecture.md, Fleet; README "Many hosts"): off unless
 
 Importing these settings sets the process umask to ``077`` (``hermes_admin.private``):
 everything the dashboard creates in its data folder is private to its user.
+
+Longer than most modules on purpose: every setting reads its environment variable here,
+in one place, with its default and unit.
 """
 
 import os

@@ -2,7 +2,7 @@
 
 An action turns one finding into a concrete :class:`Plan` (which
 rows change and how), computed on a read-only connection. Applying re-reads, inside
-``BEGIN IMMEDIATE``, the state the plan was made against (``Plan.guard``) and skips
+the guarded write transaction, the state the plan was made against (``Plan.guard``) and skips
 when it changed (ground rule 2), so a live agent's write is never overwritten.
 Applying the same plan twice changes nothing the second time.
 

@@ -20,7 +20,7 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
 2. back up both stores (once per store per run, ground rule 4);
 3. the source is read inside one read transaction (``BEGIN`` on its read-only
    connection), so the copy and its check see one snapshot, which must still match
-   the plan; in one ``BEGIN IMMEDIATE`` transaction on the target: prompt rows
+   the plan; in one guarded write transaction on the target: prompt rows
    referenced by the sessions (``system_prompts``), the session rows (parents
    first), every message row (inactive and compacted ones too; ``id`` and
    ``display_order`` are the target's own), the usage rows. A parent the target
@@ -28,7 +28,7 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
    target lacks are skipped and named in the plan;
 4. still inside that transaction, before ``COMMIT``, the copy is verified against
    the snapshot (:func:`copy_difference`); a difference rolls the copy back;
-5. one ``BEGIN IMMEDIATE`` transaction on the source re-checks liveness and the
+5. one guarded write transaction on the source re-checks liveness and the
    plan's state, detaches the children that stay, deletes the usage rows, messages
    and session rows, and removes prompt rows nothing references any more
    (upstream ``delete_moved_session``);

@@ -2,7 +2,7 @@
 check that a copy is exactly what the move writes.
 
 :class:`CopyIntoTarget` copies the moved sessions from one read snapshot of the
-source into one ``BEGIN IMMEDIATE`` transaction on the target and verifies the
+source into one guarded write transaction on the target and verifies the
 copy there before ``COMMIT`` (:func:`copy_difference`); :class:`RemoveFromSource`
 then deletes them from the source, and only once that committed do their files
 follow. Both are guarded writes (``guarded.py``): each store gets its own

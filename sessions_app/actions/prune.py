@@ -15,11 +15,14 @@ each. Rules (docs/store.md, Retention pruning):
 - **liveness** per session (ground rule 6): any evidence, recent activity of a
   session its writer ended included, spares the unit; a child the deletion would
   detach that an agent holds spares it too. Nothing is overridden in bulk;
-- inside each batch's ``BEGIN IMMEDIATE`` every unit is planned and judged again
+- inside each batch's guarded write transaction every unit is planned and judged again
   (:class:`PruneWrite`), and a unit that changed is dropped, not the batch.
 
 :func:`plan_units` makes the preview cheaply, with set-based reads of the whole
 store; the write re-plans each unit with ``deletion.build_plan``.
+
+Longer than most modules on purpose: the preview and the batch write share the unit
+rules above, and keeping them in one place keeps what is shown what is written.
 """
 
 from __future__ import annotations

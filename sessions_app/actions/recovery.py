@@ -13,7 +13,7 @@ Applying (on the guarded write): the rows the plan was made against must be
 unchanged (ids, keys, visibility) and every source copy the same file (size,
 modification time, inode); the copies are read once more *before* the write
 transaction (their sha256 must be what the plan recorded) so the write lock is
-held for the statements only; then, in one ``BEGIN IMMEDIATE`` transaction, the
+held for the statements only; then, in one guarded write transaction, the
 messages go in at their place and the later visible rows are written again after
 them with the originals hidden (``transcript_order``, the mechanism the JSONL
 import uses too), and the counters are recounted. A message's time is its own

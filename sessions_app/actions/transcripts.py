@@ -2,7 +2,7 @@
 
 Issue 4 section 1, docs/store.md §1.3, §12.2 and §12.2. The file is parsed and aligned with
 the session's rows by ``stores.jsonl`` (the same code the ``transcript_on_disk_only``
-check uses), then, in one ``BEGIN IMMEDIATE`` transaction after the backup:
+check uses), then, in one guarded write transaction after the backup:
 
 1. the session row is created when missing (``id``, ``source`` from the file's
    ``session_meta`` lines else ``'unknown'``, ``started_at`` = the earliest message

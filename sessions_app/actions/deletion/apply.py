@@ -6,7 +6,7 @@ token's nonce must not be used yet -> re-plan read-only and compare the
 fingerprint the confirmation was signed with (targets, last message id and row
 count per target, children to detach) -> judge liveness (live: refused; maybe
 live: refused unless an admin typed the session id and every lease holder is
-provably dead) -> back up the store (once per run) -> ``BEGIN IMMEDIATE`` ->
+provably dead) -> back up the store (once per run) -> the guarded write transaction ->
 plan and judge again inside the transaction -> export every row that will go
 into the trash (committed to the trash file before the store is touched) ->
 delete -> ``COMMIT`` -> mark the trash entry ``deleted`` -> move the files ->
