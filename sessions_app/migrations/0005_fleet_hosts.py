@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0003_roles'),
+        ('sessions_app', '0004_change_flags'),
     ]
 
     operations = [
