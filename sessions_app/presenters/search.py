@@ -32,7 +32,7 @@ WINDOW = 4096  # characters of the message masked around a snippet (secrets are 
 WHOLE_LIMIT = 256 * 1024  # a snippet not found in its message: mask it whole up to this size
 
 
-def _mask_hits(results, texts: dict[int, str]) -> None:
+def mask_hits(results, texts: dict[int, str]) -> None:
     """Mask snippets for users who see masked text.
 
     Masking the snippet alone is not enough: a snippet is a window of words that
@@ -109,5 +109,5 @@ def search_page(store, query: str, *, user, size: int = 50, before: int | None =
     except SearchUnavailable as exc:
         return SearchPage(problem=exc, status=503 if exc.kind == "damaged" else 200)
     if masking:
-        _mask_hits(results, texts)
+        mask_hits(results, texts)
     return SearchPage(results=results)

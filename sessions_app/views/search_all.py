@@ -2,7 +2,7 @@
 rows its full-text index misses (``/p/<profile>/search/scan/?q=``).
 
 Snippets are message content: both need ``view_transcripts``. Masking follows the
-profile search page exactly (``views.search._mask_hits``); for users who see masked
+profile search page exactly (``presenters.search.mask_hits``); for users who see masked
 text, counts are of the hits shown (a count of every index match would tell how
 many matched only inside secrets) and a title matching only inside a secret is
 left out.
@@ -23,7 +23,8 @@ from ..stores.scan import scan
 from ..stores.search import SearchUnavailable, terms
 from ..stores.search_all import search_everywhere
 from .common import require_perm, store_view
-from .search import MAX_QUERY, _mask_hits
+from ..presenters.search import mask_hits
+from .search import MAX_QUERY
 
 SIZES = (10, 20, 50)
 
@@ -48,7 +49,7 @@ def _visible(words, *texts) -> bool:
 def _mask_profile(found, words) -> None:
     """Mask one profile's answer in place (see the module docstring)."""
     if found.hits:
-        _mask_hits(found, found.texts)
+        mask_hits(found, found.texts)
         kept = {h.id for h in found.hits}
         for group in found.groups:
             for session in group.sessions:
@@ -128,7 +129,7 @@ def profile_scan(request, store):
                 context["problem"] = SearchUnavailable("query", "Type at least one word (letters or digits).")
             else:
                 if masking_for(request.user):
-                    _mask_hits(result, result.texts)
+                    mask_hits(result, result.texts)
                 result.texts = {}
                 context["result"] = result
     return render(request, "search/scan.html", context)

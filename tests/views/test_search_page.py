@@ -223,12 +223,12 @@ def test_a_snippet_starting_with_a_word_seen_earlier_is_still_masked_in_place(se
     """The snippet begins with a matched word that also occurs early in the message,
     and ends inside a secret (so the snippet alone matches no secret pattern)."""
     from sessions_app.stores.search import Hit, Results
-    from sessions_app.presenters.search import HIDDEN_SNIPPET, _mask_hits
+    from sessions_app.presenters.search import HIDDEN_SNIPPET, mask_hits
 
     secret = "sk-ant-api03-" + "AbCdEfGh" * 6
     full = "build " + "log line\n" * 5000 + f"build {secret} done"
     cut = secret[:26]
     hit = Hit(id=7, session_id="s", role="tool", timestamp=1.0, state="active",
               parts=[("build", True), (f" {cut}…", False)])
-    _mask_hits(Results(query="build", hits=[hit]), {7: full})
+    mask_hits(Results(query="build", hits=[hit]), {7: full})
     assert hit.parts == [(HIDDEN_SNIPPET, False)]
