@@ -84,7 +84,8 @@ def loose_paths(root: Path, limit: int = WALK_LIMIT) -> tuple[Loose | None, list
     Returns ``(root itself if loose, loose entries inside, truncated)``: folders
     and files (symlinks are not followed and not judged) whose mode has any
     group or other bit; files moved in from a Hermes home (:data:`MOVED_IN`) are
-    left to their folders. At most ``limit`` entries are looked at
+    left to their folders, and ``cache/`` (installed hermes-agent releases) is not
+    looked at. At most ``limit`` entries are looked at
     (``truncated`` then says so). A missing ``root`` gives ``(None, [], False)``.
     """
     try:
@@ -97,6 +98,10 @@ def loose_paths(root: Path, limit: int = WALK_LIMIT) -> tuple[Loose | None, list
     for folder, dirs, files in os.walk(root, followlinks=False, onerror=lambda exc: None):
         base = Path(folder)
         relative = base.relative_to(root).parts
+        if relative == ():
+            # cache/: the hermes-agent release venvs the demo and the tests install
+            # (public code pip writes with its own modes; nothing of a user's in it).
+            dirs[:] = [d for d in dirs if d != "cache"]
         for name, is_dir in [(d, True) for d in dirs] + [(f, False) for f in files]:
             seen += 1
             if seen > limit:

@@ -171,7 +171,11 @@ def test_findings_runs_trash_and_audit_isolate_them_too(admin_client, hostile, s
         html = page(admin_client, url)
         assert RLO in html and unisolated(html) == [], url
 
-    # A failed login under a hostile name, and the deletion, in the audit trail.
+    # A failed login under a hostile user name, and the deletion, in the audit trail
+    # (a name that is no user's is not written down at all: it may be a password).
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user(f"mal{RLO}lory", password="right")
     authenticate(RequestFactory().post("/login/"), username=f"mal{RLO}lory", password="x")
     for event in AuditEvent.objects.all():
         html = page(admin_client, f"/audit/{event.pk}/")
