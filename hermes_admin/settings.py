@@ -238,6 +238,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=_LOCKOUT_MINUTES) if _LOCKOUT_MINUTES > 0 
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "sessions_app.views.login.locked_out"
 AXES_VERBOSE = False  # lockouts are audit events and log lines of our own
+AXES_USERNAME_CALLABLE = "sessions_app.login_audit.axes_username"  # an over-long name fits on PostgreSQL too
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"

@@ -45,3 +45,13 @@ def audit_failed_login(sender, credentials=None, request=None, **kwargs) -> None
         request_address=address,
     )
     (log.warning if locked else log.info)("%s", reason)
+
+
+def axes_username(request, credentials) -> str:
+    """The user name django-axes keys its attempts on (``AXES_USERNAME_CALLABLE``): what
+    was typed, cut to Django's own limit for a user name, so an over-long name fits
+    axes' own column on every database (PostgreSQL enforces its length)."""
+    typed = (credentials or {}).get("username")
+    if typed is None and request is not None:
+        typed = request.POST.get("username", "")
+    return str(typed or "")[:USERNAME_MAX]
