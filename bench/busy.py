@@ -55,6 +55,9 @@ def main() -> int:
     env = {"HERMES_ROOTS": str(home), "HERMES_ADMIN_DATA": str(data), "HERMES_ADMIN_SECRET_KEY": "bench",
            "HERMES_ADMIN_READ_TIMEOUT": str(args.read_timeout), "DJANGO_SETTINGS_MODULE": "hermes_admin.settings"}
     os.environ.update(env)
+    # Its own database in its own data folder, never the one DATABASE_URL names (a
+    # PostgreSQL test run shares that server; the bench's admin user would clash).
+    os.environ.pop("DATABASE_URL", None)
     import django
 
     django.setup()
@@ -90,7 +93,7 @@ def main() -> int:
             results[label] = {"times": times, "status": statuses}
         start = time.perf_counter()
         heal = subprocess.run([sys.executable, "manage.py", "heal_sessions", "--all-profiles", "--json"], cwd=REPO,
-                              env=dict(os.environ, **env), capture_output=True, text=True, timeout=3600)
+                              env={k: v for k, v in dict(os.environ, **env).items() if k != "DATABASE_URL"}, capture_output=True, text=True, timeout=3600)
         elapsed = time.perf_counter() - start
         report = json.loads(heal.stdout)
         busy = sorted(p["profile"] for p in report["profiles"] if p["status"] == "busy")
