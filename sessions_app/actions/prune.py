@@ -14,7 +14,7 @@ each. Rules (docs/store.md, Retention pruning):
   it): a unit with a pinned segment or delegate child stays;
 - **liveness** per session (ground rule 6): any evidence, recent activity of a
   session its writer ended included, spares the unit; a child the deletion would
-  detach that an agent holds spares it too. Nothing is overridden in bulk;
+  detach that is live or maybe live spares it too. Nothing is overridden in bulk;
 - inside each batch's guarded write transaction every unit is planned and judged again
   (:class:`PruneWrite`), and a unit that changed is dropped, not the batch.
 
@@ -230,9 +230,11 @@ def _spare_reason(unit_ids, delegates, ended, pinned, index, graph) -> tuple[str
     inside = set(unit_ids)
     for sid in unit_ids:
         for child in graph.children.get(sid, ()):
-            if child not in inside and index.verdict(child) == "live":
-                return "live", (f"{child}, a child this prune would detach, is live "
-                                f"({_evidence_text(index.evidence(child))})")
+            verdict = index.verdict(child)
+            if child not in inside and verdict != "not_live":  # its parent link would be written
+                return _live_reason(verdict, index.evidence(child)), (
+                    f"{child}, a child this prune would detach, looks {verdict.replace('_', ' ')} "
+                    f"({_evidence_text(index.evidence(child))})")
     return None
 
 
@@ -345,8 +347,9 @@ def qualify(store: Store, conn, caps, plan: DeletePlan, criteria: Criteria, now:
         return Spared(ids, "open_delegate", f"delegate child {', '.join(open_delegates[:3])} has not ended")
     if plan.verdict != "not_live":
         reasons = "; ".join(f"{sid}: {e.source}: {e.detail}" for sid, e in plan.evidence[:3])
-        if plan.live_children:
-            return Spared(ids, "live", f"{plan.override_blocker} ({reasons})")
+        if plan.held_children:
+            return Spared(ids, _live_reason(plan.verdict, [e for _, e in plan.evidence]),
+                          f"{plan.override_blocker} ({reasons})")
         return Spared(ids, _live_reason(plan.verdict, [e for _, e in plan.evidence]),
                       f"looks {plan.verdict.replace('_', ' ')} ({reasons})")
     return None

@@ -16,7 +16,7 @@ from sessions_app import trash
 from sessions_app.actions import deletion
 from sessions_app.locks import run_lock
 from sessions_app.models import AuditEvent
-from tests.checks.helpers import damage, hermes_background
+from tests.checks.helpers import damage, hermes, hermes_background
 from tests.conftest import ids
 
 from .conftest import store
@@ -322,3 +322,36 @@ def test_a_column_name_with_a_double_quote_survives_the_round_trip(aged_home):
     back = deleter().restore(s, trash.get_entry(done.entry.id))
     assert back.status == "applied", back.reason
     assert dump(s) == before
+
+
+def test_a_maybe_live_compression_continuation_refuses_deleting_its_parent(aged_home, settings):
+    """Deleting a compression root alone clears its continuation's parent link: a
+    write to the continuation. A real agent just wrote into that continuation
+    (activity within the idle window: maybe live), so the deletion is refused,
+    even with an admin's typed override, and nothing is touched; once the
+    continuation is quiet the same deletion goes through and detaches it."""
+    sids = ids("default")
+    s = store(aged_home, "default")
+    root, mid = sids["compress_root"], sids["compress_mid"]
+    hermes(s, f"db.append_message({mid!r}, 'user', 'and the totals for March?')")
+    before = dump(s)
+    plan, item = confirm(s, root)
+    assert [c["id"] for c in plan.detach] == [mid] and plan.detach[0]["edge"] == "compression"
+    assert [t.verdict for t in plan.targets] == ["not_live"]
+    assert plan.verdict == "maybe_live" and plan.held_children == [mid] and not plan.override_possible
+    assert mid in plan.override_blocker and "may be live" in plan.override_blocker
+    assert any(sid == mid and e.source == "activity" for sid, e in plan.evidence)
+    done = deleter().delete(s, item, override=root, may_override=True)
+    assert done.status == "refused" and mid in done.reason and "detach" in done.reason
+    assert dump(s) == before and not trash.list_entries()
+    [event] = events()
+    assert event.outcome == "refused" and mid in event.reason
+
+    settings.HERMES_IDLE_SECONDS = 1  # the continuation has gone quiet
+    import time
+    time.sleep(1.5)
+    plan, item = confirm(s, root)
+    assert plan.verdict == "not_live" and plan.held_children == []
+    done = deleter().delete(s, item)
+    assert done.status == "applied" and done.counts["detached"] == 1
+    assert rows(s, "SELECT parent_session_id FROM sessions WHERE id = ?", (mid,)) == [(None,)]

@@ -4,8 +4,8 @@ removes message rows, ground rule 3).
 Order of work (``DeleteWrite`` performed by ``GuardedWriter.perform``): the
 token's nonce must not be used yet -> re-plan read-only and compare the
 fingerprint the confirmation was signed with (targets, last message id and row
-count per target, children to detach) -> judge liveness (live: refused; maybe
-live: refused unless an admin typed the session id and every lease holder is
+count per target, children to detach) -> judge liveness (live, or a child to detach live or maybe
+live: refused; maybe live: refused unless an admin typed the session id and every lease holder is
 provably dead) -> back up the store (once per run) -> the guarded write transaction ->
 plan and judge again inside the transaction -> export every row that will go
 into the trash (committed to the trash file before the store is touched) ->
@@ -34,7 +34,7 @@ def decide(plan: DeletePlan, session_id: str, override: str | None, may_override
     if plan.verdict == "not_live":
         return False
     reasons = "; ".join(f"{sid}: {e.source}: {e.detail}" for sid, e in plan.evidence[:4])
-    if plan.live_children:
+    if plan.held_children:  # never overridden: the child stays, and would be written under its agent
         raise Refused(f"{plan.override_blocker}; nothing deleted ({reasons})")
     if plan.verdict == "live":
         raise Refused(f"an agent holds this session (live), nothing deleted ({reasons})")

@@ -24,8 +24,10 @@ Semantics mirror upstream ``delete_session`` (docs/store.md §10.1, hermes-agent
   ``request_dump_<id>_*.json``, ``session_<id>.json``) are moved into the trash
   entry, not unlinked;
 - liveness (ground rule 6) is judged for the targets and for the children the
-  deletion detaches (their ``parent_session_id`` is written): a live child
-  blocks the deletion like a live target.
+  deletion detaches (their ``parent_session_id`` is written): a child that is
+  live or maybe live refuses the whole deletion, with no override (an admin's
+  override speaks for the sessions that go, never for one an agent may be
+  writing into: docs/store.md §7); delete it with its lineage, or wait.
 
 :func:`build_plan` computes a :class:`DeletePlan`; its ``fingerprint`` is what a
 confirmation token binds (``tokens.py``), and what the write compares again
@@ -202,8 +204,13 @@ class DeletePlan:
 
     @property
     def live_children(self) -> list[str]:
-        """Children to detach that an agent holds (live): they block the deletion."""
+        """Children to detach that an agent holds (live)."""
         return [sid for sid, found in self.detach_liveness.items() if found.live]
+
+    @property
+    def held_children(self) -> list[str]:
+        """Children to detach that are live or maybe live: they refuse the deletion."""
+        return [sid for sid, found in self.detach_liveness.items() if found.verdict != "not_live"]
 
     @property
     def detach_items(self) -> list[dict]:
@@ -213,9 +220,9 @@ class DeletePlan:
 
     @property
     def evidence(self) -> list[tuple[str, live_mod.Evidence]]:
-        """The targets' evidence, then that of the live children to detach (the reason they block)."""
+        """The targets' evidence, then that of the held children to detach (the reason they block)."""
         return ([(t.id, e) for t in self.targets if t.liveness for e in t.liveness.evidence]
-                + [(sid, e) for sid in self.live_children for e in self.detach_liveness[sid].evidence])
+                + [(sid, e) for sid in self.held_children for e in self.detach_liveness[sid].evidence])
 
     @property
     def evidence_items(self) -> list[dict]:
@@ -228,7 +235,7 @@ class DeletePlan:
             "profile": self.profile, "session_id": self.session_id, "lineage": self.lineage,
             "targets": [{"id": t.id, "kind": t.kind, "messages": t.messages, "last_message_id": t.last_message_id,
                          "verdict": t.verdict} for t in self.targets],
-            "detach": self.detach, "live_children": self.live_children,
+            "detach": self.detach, "live_children": self.live_children, "held_children": self.held_children,
             "dependents": self.dependents, "prompts": len(self.prompts),
             "files": self.files, "verdict": self.verdict,
             "evidence": [{"session_id": sid, **e.to_dict()} for sid, e in self.evidence],
@@ -320,19 +327,27 @@ def judge(targets: list[Target], children: dict[str, live_mod.Liveness] | None =
     """``(verdict, override possible, why not)`` for a set of targets.
 
     The worst verdict wins. ``children`` (id -> Liveness) are the children the
-    deletion detaches: it writes their parent link, so a ``live`` one makes the
-    whole deletion ``live`` (ground rule 6); a maybe-live child does not block
-    (only its parent link changes, as upstream's own deletion does). An override
+    deletion detaches: it writes their parent link, a write to a session an
+    agent may hold (ground rule 6, docs/store.md §7), so a ``live`` one makes the
+    whole deletion ``live`` and a ``maybe_live`` one makes it ``maybe_live``
+    with no override (the override is about the sessions that go; the child
+    stays and would be written under its agent). An override
     is possible only for ``maybe_live``
     where every lease or lock holder is provably dead and nothing else speaks for
     liveness but recent activity, or a routing entry on a store that keeps no
     gateway heartbeats (the entry goes with the session). An unreadable registry
     proves nothing either way: no override.
     """
-    live_children = [sid for sid, found in (children or {}).items() if found.live]
+    children = children or {}
+    live_children = [sid for sid, found in children.items() if found.live]
     if live_children:
         return "live", False, (f"an agent holds {', '.join(live_children)}, which this deletion would detach "
                                "(its parent link would be cleared under a live agent)")
+    maybe_children = [sid for sid, found in children.items() if found.verdict != "not_live"]
+    if maybe_children:
+        return "maybe_live", False, (f"{', '.join(maybe_children)}, which this deletion would detach, may be live "
+                                     "(its parent link would be cleared while an agent may be writing into it); "
+                                     "wait until it is quiet, or delete it with its lineage")
     verdicts = {t.verdict for t in targets}
     verdict = "live" if "live" in verdicts else "maybe_live" if "maybe_live" in verdicts else "not_live"
     if verdict != "maybe_live":
