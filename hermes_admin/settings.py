@@ -147,6 +147,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # naturaltime, intcomma: the pages' human numbers and times
     "django_htmx",
     "template_partials",
     "axes",

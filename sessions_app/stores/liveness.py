@@ -50,6 +50,7 @@ from .holders import (  # noqa: F401  (part of this module's public names)
 from .jsondecode import Undecodable, read_json_file
 from .lineage import DOWN_CAP, UP_CAP, Lineage
 from .schema import Capabilities
+from ..timefmt import human_duration
 
 # How fresh a gateway heartbeat must be to count (seconds). Upstream's window was
 # not found in the files read (docs/store.md §7.6); five minutes matches the lease TTL.
@@ -142,12 +143,12 @@ def _lease_evidence(source: str, key: str, holder: str, acquired_at, expires_at,
     label = "turn lease" if source == "turn_lease" else "compression lock"
     remaining = float(expires_at) - now
     if dead:
-        detail = f"{label} on {key} held by pid {pid}, which is no longer running (expires in {remaining:.0f} s)"
+        detail = f"{label} on {key} held by pid {pid}, which is no longer running (expires in {human_duration(remaining)})"
     elif dead is None and pid is not None:
         detail = (f"{label} on {key} held by pid {pid} (not probed: no matching pidns stamp), "
-                  f"expires in {remaining:.0f} s")
+                  f"expires in {human_duration(remaining)}")
     else:
-        detail = f"{label} on {key} held by {holder!r}, expires in {remaining:.0f} s"
+        detail = f"{label} on {key} held by {holder!r}, expires in {human_duration(remaining)}"
     age = now - float(acquired_at) if isinstance(acquired_at, (int, float)) else None
     return Evidence(source, detail, age, pid, dead, blocks=not dead, holder=holder or "")
 
@@ -347,7 +348,7 @@ def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, on
                     newest.pop(sid, None)
     for sid, ts in newest.items():
         age = max(0.0, now - ts)
-        index.add(sid, Evidence("activity", f"active {age:.0f} s ago (idle after {idle:.0f} s)", age))
+        index.add(sid, Evidence("activity", f"active {human_duration(age)} ago (idle after {human_duration(idle)})", age))
 
 
 def idle_seconds_setting() -> float:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from django import template
 
+from .. import timefmt
+
 register = template.Library()
 
 VERDICT_LINES = {  # shown after the verdict word itself ("live — …")
@@ -37,11 +39,6 @@ def source_label(source: str) -> str:
 
 @register.filter
 def duration(seconds) -> str:
-    """Seconds as ``42 s``, ``5 min``, ``3 h``, ``2 d``; ``—`` when unknown."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        return "—"
-    seconds = max(0.0, float(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.0f} {unit}"
-    return f"{seconds:.0f} s"
+    """Seconds as ``42 s``, ``1 h 58 min``, ``3 days``; ``—`` when unknown
+    (``timefmt.human_duration``, the same words as the ``hermes`` filter)."""
+    return timefmt.human_duration(seconds)

@@ -1,10 +1,15 @@
-"""Template filters for store values (epoch seconds, JSON, bidi isolation)."""
+"""Template filters for store values (epoch seconds, durations, JSON, bidi isolation).
+
+Formatting only: the human forms themselves live in ``sessions_app.timefmt`` so
+presenters can build the same words in Python."""
 
 import datetime as dt
 import json
 
 from django import template
+from django.utils.html import format_html
 
+from .. import timefmt
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
 from ..bidi import isolate as _isolate
 
@@ -28,6 +33,39 @@ def epoch_utc(value):
     epoch seconds; every page shows them in UTC)."""
     shown = epoch(value)
     return f"{shown} UTC" if shown is not value and shown != "—" else shown
+
+
+@register.filter
+def reltime(value):
+    """Epoch seconds as a relative time with the exact UTC time on hover:
+    ``<time datetime="2026-12-02T05:00:00Z" title="2026-12-02 05:00:00 UTC">3 hours
+    ago</time>``. ``—`` for None; any other non-time value is shown as it is."""
+    when = timefmt.to_datetime(value)
+    if when is None:
+        return "—" if value is None else value
+    return format_html('<time datetime="{}" title="{}">{}</time>',
+                       when.strftime("%Y-%m-%dT%H:%M:%SZ"), timefmt.exact_utc(value),
+                       timefmt.relative(value))
+
+
+@register.filter
+def exact_reltime(value):
+    """Epoch seconds as the exact UTC time followed by the relative one, for fact
+    lists where the exact time is the point: ``2026-12-02 05:00:00 UTC (3 hours
+    ago)``. None-safe like :func:`reltime`."""
+    when = timefmt.to_datetime(value)
+    if when is None:
+        return "—" if value is None else value
+    return format_html('<time datetime="{}">{}</time> <span class="muted">({})</span>',
+                       when.strftime("%Y-%m-%dT%H:%M:%SZ"), timefmt.exact_utc(value),
+                       timefmt.relative(value))
+
+
+@register.filter
+def human_duration(value):
+    """Seconds as ``12 s``, ``1 h 58 min``, ``3 days`` (``timefmt.human_duration``);
+    ``—`` when not a number."""
+    return timefmt.human_duration(value)
 
 
 @register.filter

@@ -1,0 +1,70 @@
+"""Human forms of the stores' times: epoch seconds as a relative time with the exact
+UTC time beside it, and spans of seconds as "1 h 58 min".
+
+Pure formatting (no store access), shared by the template filters
+(``templatetags/hermes.py``) and by the few presenters and evidence lines that build
+sentences in Python. The stores keep times as epoch seconds (docs/store.md,
+"Timestamps"); every page shows them in UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib.humanize.templatetags.humanize import naturaltime
+
+UTC_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def to_datetime(value) -> dt.datetime | None:
+    """Epoch seconds (int or float) as an aware UTC datetime (an aware datetime, such
+    as a run's ``finished_at``, passes through in UTC); ``None`` for anything else
+    (``None``, text, a bool, a naive datetime, a value outside the calendar)."""
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc) if value.tzinfo else None
+    if not is_number(value):
+        return None
+    try:
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def exact_utc(value) -> str | None:
+    """Epoch seconds (or an aware datetime) as ``2026-12-02 05:00:00 UTC``; ``None``
+    when not a time."""
+    when = to_datetime(value)
+    return None if when is None else f"{when.strftime(UTC_FORMAT)} UTC"
+
+
+def relative(value) -> str | None:
+    """Epoch seconds (or an aware datetime) as "3 hours ago" / "2 days, 4 hours from
+    now" / "now" (Django's ``naturaltime``, with plain spaces); ``None`` when not a time."""
+    when = to_datetime(value)
+    if when is None:
+        return None
+    return str(naturaltime(when)).replace("\xa0", " ")
+
+
+_UNITS = ((86400, "day"), (3600, "h"), (60, "min"), (1, "s"))
+
+
+def human_duration(seconds) -> str:
+    """A span of seconds (int or float, clamped at 0) in its two largest units, cut
+    (not rounded) to whole units: ``12 s``, ``1 min 30 s``, ``1 h 58 min``,
+    ``3 days``, ``1 day 4 h``. ``—`` for anything that is not a number."""
+    if not is_number(seconds):
+        return "—"
+    left = int(max(0.0, float(seconds)))
+    parts = []
+    for size, unit in _UNITS:
+        count, left = divmod(left, size)
+        if count and len(parts) < 2:
+            parts.append(f"{count} {unit}{'s' if unit == 'day' and count != 1 else ''}")
+        elif parts:
+            break  # two units at most, and no gap ("1 day 5 s" reads as noise)
+    return " ".join(parts) if parts else "0 s"
