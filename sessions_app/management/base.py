@@ -81,6 +81,13 @@ class StoreCommand(BaseCommand):
     def fail(self, message: str):
         raise CommandError(message, returncode=2)
 
+    def fail_json(self, message: str, options) -> None:
+        """Exit 2 with ``message``; with ``--json`` also the error document on stdout
+        (a cron job parsing stdout gets a document saying why, not nothing)."""
+        if options["json"]:
+            self.stdout.write(json.dumps(error_document(message)))
+        self.fail(message)
+
     def select(self, options) -> tuple[list[Store], list[Store]]:
         """(selected stores, every known store); CommandError (exit 2) on bad input."""
         if not options["profile"] and not options["all_profiles"]:

@@ -127,12 +127,12 @@ class HealRunCommand(StoreCommand):
             with run_lock("heal", label=self.actor_label()):
                 report, run = self._run(selected, everything, only, options)
         except RunLocked as exc:
-            self._fail_json(str(exc), options)
+            self.fail_json(str(exc), options)
         except CommandError:
             raise
         except Exception as exc:  # never let a crash read as "findings remain" (exit 1)
             # One line, not a traceback (a full disk, a database gone): cron mails it.
-            self._fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
+            self.fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
         self._print(report, options)
         skipped = report.get("skipped_roots", [])
         code = 2 if skipped else exit_status(report, options["fail_on"])
@@ -141,12 +141,6 @@ class HealRunCommand(StoreCommand):
             # failing or unhealthy night never passes silently.
             self.stderr.write(failure_line(self.command_name(), code, report, options["fail_on"], skipped))
             sys.exit(code)
-
-    def _fail_json(self, message: str, options) -> None:
-        """Exit 2 with ``message``; with ``--json`` also the error document on stdout."""
-        if options["json"]:
-            self.stdout.write(json.dumps(error_document(message)))
-        self.fail(message)
 
     def _run(self, selected, everything, only, options):
         runs.settle_dead_runs()  # a run killed earlier (we hold the lock now) is not left "running"

@@ -2,8 +2,10 @@
 the run record), in-process and as a separate process the way cron runs it."""
 
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from sessions_app.locks import run_lock
 from sessions_app.models import AuditEvent, HealRun
@@ -74,6 +76,34 @@ def test_another_run_holding_the_lock_exits_2(aged_home):
     with run_lock("heal", label="someone else"):
         code, message = prune_cmd("--all-profiles", "--empty")
     assert code == 2 and "another heal run is in progress" in message
+
+
+def test_with_json_a_held_lock_prints_the_error_document(aged_home):
+    """The shared run lock (a heal or a browser job holds it): cron parsing stdout
+    gets the JSON error document, as from heal_sessions, and nothing is written."""
+    out = StringIO()
+    with run_lock("heal", label="run #7 by alice"):
+        with pytest.raises(CommandError) as raised:
+            call_command("prune_sessions", "--all-profiles", "--older-than", "30", "--apply", "--json",
+                         stdout=out, stderr=StringIO())
+    assert raised.value.returncode == 2
+    document = json.loads(out.getvalue())
+    assert document["version"] == 1 and document["profiles"] == []
+    assert "another heal run is in progress" in document["error"] and "run #7 by alice" in document["error"]
+    assert not HealRun.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_a_run_that_fails_exits_2_with_the_error_document(aged_home, tmp_path):
+    """A data folder never set up (no ``migrate``): the run cannot be recorded. Exit 2
+    (never 1, "sessions remain"), one JSON document, one line on stderr."""
+    data = tmp_path / "unmigrated"
+    data.mkdir()
+    proc = run_manage(["prune_sessions", "--root", str(aged_home), "--all-profiles", "--older-than", "30",
+                       "--json"], data)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["error"].startswith("the run failed: OperationalError") and document["profiles"] == []
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_as_cron_runs_it(aged_home, tmp_path):

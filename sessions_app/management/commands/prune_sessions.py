@@ -39,9 +39,10 @@ skipped, or the arguments were wrong.
 
 output: without --json, one line per profile with what goes (sessions, message rows,
 content bytes, files) and what is spared and why, then a summary line. With --json,
-one JSON document on stdout, also on an argument error:
-{"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one line
-to stderr saying what tripped it, even with --json.
+one JSON document on stdout, also on an argument error, a lock another run
+holds, or a run that failed: {"version": 1, "error": "...", "profiles": []}.
+A non-zero exit also writes one line to stderr saying what tripped it, even
+with --json.
 """
 
 
@@ -101,11 +102,11 @@ class Command(StoreCommand):
             with run_lock("heal", label=self.actor_label()):
                 report = self._run(selected, criteria, options)
         except RunLocked as exc:
-            self.fail(str(exc))
+            self.fail_json(str(exc), options)
         except CommandError:
             raise
         except Exception as exc:  # a crash must not read as "sessions remain" (exit 1)
-            self.fail(f"the run failed: {exc.__class__.__name__}: {exc}")
+            self.fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
         skipped = getattr(self, "skipped_roots", [])
         if skipped:
             report["skipped_roots"] = list(skipped)
