@@ -25,7 +25,8 @@ class SessionFilterForm(forms.Form):
     def __init__(self, *args, profiles=(), sources=(), checks=(), **kwargs):
         super().__init__(*args, **kwargs)
         # Labels isolated: sources come from the stores, profile keys from folder names.
-        self.fields["check"].choices = [("", "any health")] + [(c, c) for c in checks]
+        # ``checks``: codes, or ``(code, label)`` pairs (``checks.registry.choices()``).
+        self.fields["check"].choices = [("", "any health")] + [c if isinstance(c, tuple) else (c, c) for c in checks]
         self.fields["profile"].choices = [(p, isolate(p)) for p in profiles]
         self.fields["profile"].widget.attrs["size"] = min(max(len(profiles), 2), 8)
         self.fields["profile"].help_text = "Ctrl-click to pick several"

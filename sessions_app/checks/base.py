@@ -1,7 +1,8 @@
 """Building blocks of the check catalog (docs/architecture.md §4.
 
 A :class:`Check` has a stable ``code``, a default ``severity``, a plain-language
-``title``/``explanation`` for admins, the ``heal`` action that repairs it (or None)
+``title``/``explanation`` for admins, a ``next_step`` (what an admin does when no
+automatic repair is offered), the ``heal`` action that repairs it (or None)
 and a ``scope`` (``store`` or ``session``). ``run(ctx)`` yields :class:`Finding`
 objects. Checks read through ``ctx.conn``, a read-only connection (ground rule 1),
 with set-based SQL; a capability the store lacks (ground rule 8) makes a check
@@ -147,6 +148,9 @@ class Check:
     ``runner_emitted`` marks codes the runner itself reports (access problems).
     ``reads_other_stores`` marks checks that read ``ctx.other_stores``: the runner
     then leaves out the ones that are locked (see ``runner.reachable_others``).
+    ``title`` is the short human name pages show beside the code; ``next_step`` says,
+    in a sentence or two, what to do about a finding that carries no repair (its
+    check has none, or this finding's case has none), or when the repair is blocked.
     ``light`` marks cheap store-level checks (file state, small tables, no
     ``quick_check``, no walk of the messages): ``watch_stores`` runs them every few
     minutes (``registry.light_codes``).
@@ -156,6 +160,7 @@ class Check:
     severity: str = "warning"
     title: str = ""
     explanation: str = ""
+    next_step: str = ""
     heal: str | None = None
     scope: str = "session"
     requires: tuple = ()
@@ -195,7 +200,8 @@ class Check:
         """Catalog entry for the UI and ``--help`` texts."""
         return {
             "code": self.code, "severity": self.severity, "title": self.title,
-            "explanation": self.explanation, "heal": self.heal, "scope": self.scope,
+            "explanation": self.explanation, "next_step": self.next_step, "heal": self.heal,
+            "scope": self.scope,
         }
 
 

@@ -43,6 +43,11 @@ class WalOversized(Check):
     severity = "warning"
     scope = "store"
     title = "Write-ahead log is very large"
+    next_step = (
+        "Find the process that keeps a read open (often an idle gateway or a long export; 'hermes doctor' "
+        "names the holders) and restart it; Hermes' next checkpoint then shrinks the WAL. Never delete or "
+        "truncate the -wal by hand."
+    )
     explanation = (
         "The store's -wal file has grown past the threshold. Hermes checkpoints it regularly and "
         "caps it at 64 MiB, so a big WAL means checkpoints cannot finish: usually some process "
@@ -93,6 +98,11 @@ class WalGenerationSplit(Check):
     severity = "critical"
     scope = "store"
     title = "A write-ahead log generation was lost"
+    next_step = (
+        "Quit every Hermes process of this profile, run 'hermes doctor' (and 'hermes doctor --fix'), then "
+        "inspect the retired capture with 'hermes sessions recover --source <retired-wal> --inspect-only' "
+        "before installing what it recovers. Never delete the -wal by hand."
+    )
     explanation = (
         "Hermes found its -wal file replaced or deleted under a running process and saved the "
         "orphaned generation aside (state.db.retired-wal-*), or a process still holds a deleted "
@@ -122,6 +132,11 @@ class RepairLeftovers(Check):
     severity = "warning"
     scope = "store"
     title = "Traces of failed repairs"
+    next_step = (
+        "Look for what the damage cost (history_lost and orphan_messages findings of this profile) and "
+        "recover it while the files are still there; then move the files into an archive outside the "
+        "profile. A repair ledger at its limit means Hermes stopped repairing: fix the cause first."
+    )
     explanation = (
         "Files Hermes leaves when it met a damaged store: forensic copies of a malformed database, "
         "quarantined empty or non-SQLite files, an unfinished repair scratch copy, or a repair "
@@ -299,6 +314,11 @@ class TranscriptOnDiskOnly(Check):
     severity = "critical"
     heal = "import_jsonl_transcript"
     title = "Messages exist only in a JSONL file"
+    next_step = (
+        "Use the repair. A file or line over the size limits (HERMES_ADMIN_JSONL_MAX_FILE_BYTES, "
+        "HERMES_ADMIN_JSONL_MAX_LINE_BYTES) is never imported: raise the limit for this run, or keep the "
+        "file as the record."
+    )
     explanation = (
         "sessions/<id>.jsonl holds messages that are not in the store: a legacy gateway transcript "
         "that was never fully migrated (old Hermes loaded whichever copy was longer), or messages "
@@ -341,6 +361,9 @@ class LeftoverFiles(Check):
     severity = "info"
     heal = "remove_leftover_files"
     title = "Files of a deleted session"
+    next_step = (
+        "Use the repair; a file that still holds messages is kept on purpose and is not moved."
+    )
     explanation = (
         "Files in sessions/ (JSON dumps, request dumps, an empty transcript) belong to a session "
         "that no longer exists, and hold no message that could be imported. Hermes removes them "

@@ -122,6 +122,11 @@ class HistoryLost(Check):
     severity = "warning"
     heal = "recover_messages"
     title = "Part of the conversation is missing"
+    next_step = (
+        "When no copy holds the missing messages, they cannot be brought back: keep the copies that "
+        "remain (snapshots, request dumps, backups) and look in the audit events for the deletion that "
+        "caused it."
+    )
     explanation = (
         "The store holds fewer messages of this conversation than happened: a copy Hermes left on disk "
         "(a session snapshot, a request dump, a transcript, a backup or the trash) holds messages the store "

@@ -32,6 +32,9 @@ class StaleOpen(Check):
     severity = "warning"
     heal = "close_stale_session"
     title = "Open session abandoned"
+    next_step = (
+        "Use the repair; pin a session you want to keep open on purpose."
+    )
     explanation = (
         "This session was never ended and has been idle longer than the retention window. Its "
         "source (CLI, cron, subagent...) has no chat platform that could come back and close it, "
@@ -61,6 +64,10 @@ class PlaceholderSession(Check):
     code = "placeholder_session"
     severity = "info"
     title = "Placeholder session"
+    next_step = (
+        "Open it: a placeholder with messages was usually recreated for orphan messages and is claimed by "
+        "the next agent writing to it; an empty health-probe row can be deleted."
+    )
     explanation = (
         "The session row is a stand-in rather than a real conversation: source 'unknown' "
         "(written by a token-accounting guard or a recreated row, replaced by the next writer "

@@ -32,6 +32,10 @@ class DanglingParent(Check):
     severity = "warning"
     heal = "detach_from_missing_parent"
     title = "Parent session is missing"
+    next_step = (
+        "If the parent should still exist, restore it from the trash first (its deletion is listed "
+        "there); otherwise use the repair."
+    )
     explanation = (
         "This session says it continues or branches from another session that no longer "
         "exists in this store. Hermes itself clears the link when it deletes a parent, so "
@@ -54,6 +58,11 @@ class LineageCycle(Check):
     code = "lineage_cycle"
     severity = "critical"
     title = "Parent links loop"
+    next_step = (
+        "Open the sessions of the loop and decide which parent link is wrong (usually the one written "
+        "last). With the profile's Hermes processes stopped and a backup taken, clear that session's "
+        "parent_session_id; check again afterwards."
+    )
     explanation = (
         "Following this session's parent links leads back to itself. Upstream readers "
         "that walk a conversation's lineage (resume, message clock) fail on such a loop, "
@@ -91,6 +100,10 @@ class CompressionWithoutContinuation(Check):
     severity = "warning"
     heal = "reopen_compression_parent"
     title = "Compressed conversation has no continuation"
+    next_step = (
+        "Use the repair; while a compression lock is held an agent may still be creating the "
+        "continuation, so wait and check again."
+    )
     explanation = (
         "The session was closed because its context was compressed, but the new session that "
         "should carry the conversation on was never created (an interrupted handoff). The "
@@ -116,6 +129,10 @@ class MultipleContinuations(Check):
     code = "multiple_continuations"
     severity = "warning"
     title = "Compressed conversation forked into several open sessions"
+    next_step = (
+        "Open each continuation and keep the one that carries the conversation on (usually the one with "
+        "the most messages); end or delete the others after exporting them, then check again."
+    )
     explanation = (
         "After a compression, one new session should carry the conversation on. Here several "
         "open sessions claim to be that continuation (two compressions raced). Upstream refuses "

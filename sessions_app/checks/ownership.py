@@ -57,6 +57,10 @@ class MissingOwner(Check):
     severity = "warning"
     heal = "stamp_owner"
     title = "Session has no owning profile"
+    next_step = (
+        "Use the repair. If the session key names another profile, the owner_mismatch finding's move is "
+        "the fix instead."
+    )
     explanation = (
         "profile_name is empty. Several upstream readers then treat the session as belonging to "
         "the default profile, and profile repair may move it there. Stamping the store's own "
@@ -82,6 +86,11 @@ class OwnerMismatch(Check):
     severity = "warning"
     heal = "move_to_owner_store"
     title = "Session filed in another profile's store"
+    next_step = (
+        "When only the label disagrees with the key, or the key names a profile that does not exist, "
+        "decide by hand: create the owning profile and check again (the move is offered then), or relabel "
+        "with 'hermes sessions repair-profiles'."
+    )
     explanation = (
         "The session's profile_name or its gateway session key names a different profile than the "
         "store it sits in (a bot wrote into the wrong profile, or a copy was left behind). The "
@@ -173,6 +182,11 @@ class IdCollision(Check):
     severity = "warning"
     reads_other_stores = True
     title = "Same session id in two profiles"
+    next_step = (
+        "Compare the two copies (link on the row), keep the complete one and delete the other from its "
+        "profile; a move that stopped halfway is finished by the next heal run of its source profile "
+        "instead."
+    )
     explanation = (
         "A session with this id also exists in another profile's store: a move that stopped "
         "halfway, or a store copied by hand. The two copies can drift apart and a move or delete "
@@ -212,6 +226,11 @@ class MissingRoutingIdentity(Check):
     severity = "warning"
     heal = "inherit_routing_identity"
     title = "Messaging session without routing identity"
+    next_step = (
+        "Without a parent that carries the identity, stop the gateway and run 'hermes sessions "
+        "repair-routing --apply' so Hermes reconnects the rows to their chat; or leave it, and the chat "
+        "goes on in a new session."
+    )
     explanation = (
         "A session from a messaging platform has messages but no session key, so the gateway cannot "
         "route the chat back to it and starts a fresh conversation instead. When the session is the "

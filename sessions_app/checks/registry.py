@@ -81,6 +81,12 @@ def select(only: Iterable[str] | None = None) -> list[Check]:
     return [check for check in CATALOG if check.code in wanted]
 
 
+def choices() -> list[tuple[str, str]]:
+    """``(code, "Title (code)")`` for every check, by title: the health filter's
+    options (the code stays the value, so URLs and ``--only`` keep working)."""
+    return sorted(((c.code, f"{c.title} ({c.code})") for c in CATALOG), key=lambda pair: pair[1].lower())
+
+
 def catalog() -> list[dict]:
-    """Catalog entries (code, severity, title, explanation, heal, scope) for the UI."""
+    """Catalog entries (code, severity, title, explanation, next_step, heal, scope) for the UI."""
     return [check.describe() for check in CATALOG]

@@ -84,6 +84,12 @@ class StoreUnreadable(Check):
     scope = "store"
     runner_emitted = True
     title = "Store cannot be read"
+    next_step = (
+        "If the profile simply has no store yet, nothing to do: Hermes creates it on first use. Otherwise "
+        "give the dashboard's user read access to state.db and its folder, or, for a file that is not "
+        "SQLite, stop the profile's Hermes processes and recover it from a backup or with 'hermes "
+        "sessions recover'."
+    )
     explanation = (
         "The profile's state.db is missing, empty, not an SQLite database, or the dashboard's "
         "user may not read it. Nothing in it can be shown or checked. A profile that simply has "
@@ -98,6 +104,10 @@ class StoreBusy(Check):
     scope = "store"
     runner_emitted = True
     title = "Store is busy"
+    next_step = (
+        "Check again in a minute. If it stays busy, a process holds a long write: 'hermes doctor' names "
+        "the holders; let it finish or restart it."
+    )
     explanation = (
         "Another process held the store locked longer than the dashboard waits for a read. "
         "Nothing is wrong with the data; retry later."
@@ -111,6 +121,11 @@ class SchemaMalformed(Check):
     scope = "store"
     runner_emitted = True
     title = "SQLite refuses the schema"
+    next_step = (
+        "Keep a copy of state.db and its -wal, then let Hermes open the profile once for writing (any "
+        "hermes command of that profile, e.g. 'hermes doctor'): its schema repair runs then. Check again "
+        "afterwards."
+    )
     explanation = (
         "SQLite cannot load the store's schema (for example an object defined twice). Hermes "
         "tries its own schema repair when it next opens the store for writing; until then the "
@@ -213,6 +228,11 @@ class StoreCorrupt(Check):
     severity = "critical"
     scope = "store"
     title = "Store is structurally damaged"
+    next_step = (
+        "Stop every Hermes process of this profile and keep a copy of state.db with its -wal, then "
+        "salvage it with 'hermes sessions recover --source state.db --output <new.db>' and install the "
+        "result. The dashboard never writes to a damaged store."
+    )
     explanation = (
         "SQLite's own consistency check found damage outside the full-text index: pages or "
         "b-trees of real tables or indexes are broken. Reads may fail or return incomplete "
@@ -235,6 +255,10 @@ class SchemaOutdated(Check):
     severity = "info"
     scope = "store"
     title = "Store predates the newest schema"
+    next_step = (
+        "Nothing to do unless you need the missing features: the next run of a newer Hermes on this "
+        "profile adds the tables and columns itself."
+    )
     explanation = (
         "The store lacks tables or columns that the newest Hermes has (it was last opened by an "
         "older release). That is normal for a profile nobody used since an upgrade: Hermes adds "
@@ -290,6 +314,11 @@ class FtsDamaged(Check):
     severity = "warning"
     scope = "store"
     title = "Search index damaged"
+    next_step = (
+        "Messages are safe. Stop the profile's Hermes processes and run 'hermes sessions optimize' (or "
+        "open the profile once with no other process on it) so Hermes rebuilds the index; meanwhile the "
+        "search page can scan the rows the index misses."
+    )
     explanation = (
         "The full-text search index is broken or detached: a real search fails, SQLite's check "
         "finds damage confined to the index, Hermes marked it stale after meeting corruption, or "
@@ -337,6 +366,11 @@ class FtsIncomplete(Check):
     severity = "warning"
     scope = "store"
     title = "Search index incomplete"
+    next_step = (
+        "Messages are safe; only search misses some. Let Hermes finish a backfill it is working through, "
+        "or rebuild the index with 'hermes sessions optimize' while no other Hermes process holds the "
+        "profile; meanwhile the search page can scan the rows the index misses."
+    )
     explanation = (
         "The search index holds a different number of documents than the rows it should cover "
         "(every message for the main index; the trigram index skips tool rows and cron/subagent "
@@ -398,6 +432,11 @@ class StaleLease(Check):
     heal = "clear_stale_lease"
     scope = "store"
     title = "Stale turn lease or compression lock"
+    next_step = (
+        "A lease that expired less than a day ago, or whose holder process still runs, is Hermes' to "
+        "reclaim on the session's next turn: if that process is hung, stop it. The repair is offered once "
+        "the row has been expired for a day."
+    )
     explanation = (
         "A turn lease or compression lock has expired, or the process holding it is provably gone. "
         "Hermes reclaims such rows when it next needs them, but until then they can make a session "
@@ -445,6 +484,11 @@ class OrphanDependents(Check):
     severity = "warning"
     scope = "store"
     title = "Rows pointing at deleted sessions"
+    next_step = (
+        "They hold no messages. Check in the audit events and the trash whether the session was deleted "
+        "on purpose: if so, they can stay until Hermes sweeps them; if not, restore the session from the "
+        "trash so they point at it again."
+    )
     explanation = (
         "Usage, Telegram topic, gateway routing, turn lease or compression lock rows name a "
         "session that no longer exists. Hermes removes most of these with the session; leftovers "

