@@ -16,7 +16,8 @@ transaction (their sha256 must be what the plan recorded) so the write lock is
 held for the statements only; then, in one guarded write transaction, the
 messages go in at their place and the later visible rows are written again after
 them with the originals hidden (``transcript_order``, the mechanism the JSONL
-import uses too), and the counters are recounted. A message's time is its own
+import uses too, with its rule for schemas that cannot hide a row), and the
+counters are recounted. A message's time is its own
 when it fits between its neighbours, else estimated, and the plan says which.
 The copies are never modified. A second run finds nothing to recover.
 """
@@ -30,7 +31,7 @@ from ..stores import recovery, registry
 from ..stores.recovery.compare import rows_digest, store_messages
 from .base import Action, Change, Changed, one
 from .session_rows import message_facts
-from .transcript_order import order_ops, recount, write_in_order
+from .transcript_order import blocked_on_schema, order_ops, recount, write_in_order
 from .transcripts import row_values
 
 def _others(store) -> list:
@@ -70,8 +71,7 @@ class RecoverMessages(Action):
     ``params``: ``insertions`` (``[{"after_id", "order", "source", "kind",
     "sha256", "index", "role", "timestamp", "estimated"}]``; no message text: the
     plan goes into the audit trail),
-    ``signature``, ``superseded`` (row ids written again later), ``moves``
-    (schema without ``messages.active``), ``sources`` (provenance dicts),
+    ``signature``, ``superseded`` (row ids written again later), ``sources`` (provenance dicts),
     ``conflicts``, ``differences``, ``rows_before``, ``notes``.
     """
 
@@ -82,7 +82,6 @@ class RecoverMessages(Action):
         sid = finding.session_id
         analysis = _analyse(ctx.store, ctx.conn, ctx.caps, sid)
         rp = analysis.plan
-        moves = not ctx.caps.has("messages", "active")
         inserts = {}
         for ins in rp.insertions:
             inserts.setdefault(ins.after_id, []).append(ins)
@@ -94,18 +93,11 @@ class RecoverMessages(Action):
                 "role": ins.message.role, "timestamp": ins.timestamp, "timestamp_estimated": ins.timestamp_estimated,
                 "from": os.path.basename(ins.source.path), "kind": ins.source.kind}))
         for row_id in superseded:
-            if moves:
-                changes.append(Change("move", "messages", {"id": row_id}, before=row_id,
-                                      after="re-inserted after the recovered messages, then removed"))
-            else:
-                changes.append(Change("insert", "messages", {"copy_of": row_id}, after="after the recovered messages"))
-                changes.append(Change("update", "messages", {"id": row_id}, "active", 1, 0))
+            changes.append(Change("insert", "messages", {"copy_of": row_id}, after="after the recovered messages"))
+            changes.append(Change("update", "messages", {"id": row_id}, "active", 1, 0))
         if superseded:
             notes.append(f"{len(superseded)} later row(s) are written again after the recovered messages so the "
-                         "session reads in transcript order; " + (
-                             "this schema has no messages.active column (before hermes-agent 0.17): the originals "
-                             "are moved, byte for byte, in the same transaction" if moves else
-                             "the originals stay in the store, hidden with active = 0"))
+                         "session reads in transcript order; the originals stay in the store, hidden with active = 0")
         estimated = sum(1 for i in rp.insertions if i.timestamp_estimated)
         if estimated:
             notes.append(f"{estimated} recovered message(s) carry no time of their own in the copy: their time is "
@@ -129,22 +121,18 @@ class RecoverMessages(Action):
                             "kind": i.source.kind, "sha256": i.source.sha256, "index": i.message.index,
                             "role": i.message.role, "timestamp": i.timestamp,
                             "estimated": i.timestamp_estimated} for i in rp.insertions],
-            "signature": _signature(rp), "superseded": superseded, "moves": moves, "sources": sources,
+            "signature": _signature(rp), "superseded": superseded, "sources": sources,
             "conflicts": [{"after_id": c.after_id, "copies": [p.source.path for p in c.proposals]}
                           for c in rp.conflicts],
             "differences": [{"source": d["source"].path, "row_ids": d["row_ids"]} for d in rp.differences],
             "rows_before": len(analysis.rows), "notes": notes,
         })
+        schema_block = blocked_on_schema(ctx.caps, superseded, "recovering", "recovered")
         if not rp.insertions:
             plan.blocked = ("copies disagree about every missing position; compare them on the session page"
                             if rp.conflicts else "no copy on disk holds a message the store lacks")
-        elif moves and superseded:
-            # Writing later rows again means removing their originals on a schema that
-            # cannot hide them: that is a deletion, and only an admin's confirmed one
-            # may remove message rows (docs/architecture.md §2, rule 3).
-            plan.blocked = (f"this store's schema (before hermes-agent 0.17) cannot hide rows: recovering here "
-                            f"would remove and re-insert {len(superseded)} later row(s); only messages after the "
-                            "last row can be recovered into it")
+        elif schema_block:  # removing originals would be a deletion (transcript_order)
+            plan.blocked = schema_block
         elif not one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
             plan.blocked = "the session has no row in the store; recovery writes into an existing session only"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
@@ -191,7 +179,7 @@ class RecoverMessages(Action):
             values, _ = row_values(ins.message.row_dict(), columns)
             return dict(values, timestamp=ins.timestamp)
 
-        written = write_in_order(conn, caps, plan.session_id, ops, values_of, plan.params["moves"])
+        written = write_in_order(conn, caps, plan.session_id, ops, values_of)
         recount(conn, caps, plan.session_id, sum(_calls(i.message.row_dict()) for i in loaded.plan.insertions))
         return written
 
@@ -201,8 +189,7 @@ class RecoverMessages(Action):
         still = [i for i in plan.params["insertions"] if (i["source"], i["index"]) in done]
         if still:
             return f"{len(still)} recovered message(s) are still missing"
-        expected = plan.params["rows_before"] + len(plan.params["insertions"]) + (
-            0 if plan.params["moves"] else len(plan.params["superseded"]))
+        expected = plan.params["rows_before"] + len(plan.params["insertions"]) + len(plan.params["superseded"])
         facts = message_facts(conn, caps, plan.session_id)
         if facts["rows"] != expected:
             return f"the session has {facts['rows']} rows, expected {expected}"

@@ -8,16 +8,20 @@ transcript order: each inserted message as a new row, each later visible row
 copied after it byte for byte (``INSERT … SELECT``; ``id`` and display order are
 the store's own: docs/store.md §3.4), the original hidden with ``active = 0``
 (and ``compacted = 0``: the rewound state, shown nowhere) so nothing is lost and
-the step can be undone. On schemas without ``messages.active`` (before
-hermes-agent 0.17) the original is moved instead: re-inserted identical, then
-removed, in the same transaction. Hidden rows stay where they are.
+the step can be undone. Hidden rows stay where they are.
+
+On schemas without ``messages.active`` (before hermes-agent 0.17) an original
+cannot be hidden: writing it again would mean removing it, which only an admin's
+confirmed deletion may do (docs/architecture.md §2, rule 3). So there
+:func:`blocked_on_schema` blocks every plan that would write later rows again, and
+only messages after the session's last row can go in.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from .rowcopy import exact_select, quote
+from .rowcopy import quote
 
 # Never copied into a superseding row: the store computes them (docs/store.md §3.4).
 NOT_COPIED = ("id", "display_order", "display_identity")
@@ -47,15 +51,30 @@ def order_ops(rows, inserts: dict) -> list[tuple[str, object]]:
     return ops
 
 
+def blocked_on_schema(caps, superseded: list, doing: str, done: str) -> str:
+    """Why a plan that writes ``superseded`` rows again cannot run on this store, or ''.
+
+    The one rule the JSONL import and ``recover_messages`` share (module docstring):
+    without ``messages.active`` nothing can be hidden, so writing later rows again
+    would remove them. ``doing``/``done``: the action's words ("importing",
+    "imported"), e.g. "… importing here would remove and re-insert 3 later row(s);
+    only messages after the last row can be imported into it"."""
+    if not superseded or caps.has("messages", "active"):
+        return ""
+    return (f"this store's schema (before hermes-agent 0.17) cannot hide rows: {doing} here would remove and "
+            f"re-insert {len(superseded)} later row(s); only messages after the last row can be {done} into it")
+
+
 def write_in_order(conn: sqlite3.Connection, caps, session_id: str, ops: list[tuple[str, object]],
-                   values_of, moves: bool) -> int:
+                   values_of) -> int:
     """Apply ``ops`` (from :func:`order_ops`) inside the caller's write transaction.
 
     ``values_of(item)`` gives the column values of an inserted message (without
-    ``session_id``); ``moves``: the schema has no ``messages.active`` (originals
-    are moved, not hidden). Returns the rows written. Raises
-    ``sqlite3.IntegrityError`` (rolling back) when a moved copy differs from its original.
-    """
+    ``session_id``). Returns the rows written. Raises ``sqlite3.IntegrityError``
+    (rolling back) when a row is to be written again on a schema that cannot hide
+    its original (a plan :func:`blocked_on_schema` should have stopped)."""
+    if not caps.has("messages", "active") and any(op == "copy" for op, _ in ops):
+        raise sqlite3.IntegrityError("this schema cannot hide a row written again; nothing written")
     columns = caps.columns("messages")
     copied = [c for c in columns if c not in NOT_COPIED]
     names = ", ".join(quote(c) for c in copied)
@@ -67,23 +86,10 @@ def write_in_order(conn: sqlite3.Connection, caps, session_id: str, ops: list[tu
             conn.execute(f"INSERT INTO messages ({', '.join(quote(c) for c in values)}) "
                          f"VALUES ({', '.join('?' * len(values))})", tuple(values.values()))
         else:
-            new = conn.execute(f"INSERT INTO messages ({names}) SELECT {names} FROM messages WHERE id = ?",
-                               (item,)).lastrowid
-            if moves:
-                same_row(conn, copied, item, new)
-                conn.execute("DELETE FROM messages WHERE id = ?", (item,))
-            else:
-                conn.execute(f"UPDATE messages SET {hide} WHERE id = ?", (item,))
+            conn.execute(f"INSERT INTO messages ({names}) SELECT {names} FROM messages WHERE id = ?", (item,))
+            conn.execute(f"UPDATE messages SET {hide} WHERE id = ?", (item,))
         written += 1
     return written
-
-
-def same_row(conn, columns: list[str], old: int, new: int) -> None:
-    """Raise (rolling the transaction back) unless row ``new`` equals row ``old``
-    exactly in every copied column."""
-    select = f"SELECT {exact_select(columns)} FROM messages WHERE id = ?"
-    if conn.execute(select, (old,)).fetchone() != conn.execute(select, (new,)).fetchone():
-        raise sqlite3.IntegrityError(f"the copy of message {old} differs from the original; nothing written")
 
 
 def recount(conn, caps, session_id: str, new_calls: int) -> None:

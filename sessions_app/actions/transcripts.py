@@ -13,10 +13,11 @@ check uses), then, in one guarded write transaction after the backup:
    *before* rows the store already has, those later (visible) rows are superseded:
    written again after the imported ones, byte for byte (``INSERT … SELECT``; ids and
    display order are the store's own). The originals are kept and hidden with
-   ``active = 0`` (and ``compacted = 0``: the rewound state, shown nowhere) where the
-   schema has the column; on schemas without it (before hermes-agent 0.17) the plan
-   says so and the originals are moved instead: re-inserted identical, then removed,
-   in the same transaction;
+   ``active = 0`` (and ``compacted = 0``: the rewound state, shown nowhere). On
+   schemas without that column (before hermes-agent 0.17) hiding is impossible, so
+   such an import is blocked by the rule ``recover_messages`` follows too
+   (``transcript_order.blocked_on_schema``): only messages after the session's last
+   row can be imported there;
 4. ``message_count`` is recounted to the active rows and ``tool_call_count`` grows by
    the imported tool calls (what upstream appends do, docs/store.md §4.1).
 
@@ -48,7 +49,7 @@ from ..stores.transcript import JSON_PREFIX
 from .base import Action, Change, Changed, one
 from .files import move_without_loss
 from .session_rows import message_facts
-from .transcript_order import recount, write_in_order
+from .transcript_order import blocked_on_schema, recount, write_in_order
 
 # JSONL fields written to the column of the same name, by kind of value.
 TEXT_FIELDS = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "reasoning_content",
@@ -170,8 +171,7 @@ class ImportJsonlTranscript(Action):
     """Import the messages only ``sessions/<id>.jsonl`` holds (module docstring).
 
     ``params``: ``path``, ``imported`` (lines), ``superseded`` (row ids),
-    ``rows_before``, ``matched_hidden``, ``moves`` (True on schemas without
-    ``active``), ``session`` (values of a row to create, or None), ``bad_lines``
+    ``rows_before``, ``matched_hidden``, ``session`` (values of a row to create, or None), ``bad_lines``
     (``[{"line", "problem"}]``), ``other_lines`` (``session_meta`` and ``system``
     lines, same shape), ``notes`` (plain-language remarks for the preview).
     """
@@ -184,7 +184,6 @@ class ImportJsonlTranscript(Action):
         path = jsonl_path(ctx.store, sid) or Path(ctx.store.profile.sessions_dir) / ".invalid-session-id.jsonl"
         a = analyse(ctx.conn, ctx.caps, sid, path, ctx.store.path)
         parsed, rows, ops = a.file, a.alignment.rows, a.operations
-        moves = not ctx.caps.has("messages", "active")
         columns = ctx.caps.columns("messages")
         changes, notes, dropped = [], [], {}
         session = None
@@ -212,20 +211,13 @@ class ImportJsonlTranscript(Action):
             else:
                 row = rows[index]
                 superseded.append(row.id)
-                if moves:
-                    changes.append(Change("move", "messages", {"id": row.id}, before=row.id,
-                                          after="re-inserted after the imported messages, then removed"))
-                else:
-                    changes.append(Change("insert", "messages", {"copy_of": row.id}, after="after the imported messages"))
-                    changes.append(Change("update", "messages", {"id": row.id}, "active", 1, 0))
+                changes.append(Change("insert", "messages", {"copy_of": row.id}, after="after the imported messages"))
+                changes.append(Change("update", "messages", {"id": row.id}, "active", 1, 0))
         before = message_facts(ctx.conn, ctx.caps, sid)
         if superseded:
-            how = (f"this store's schema has no messages.active column (before hermes-agent 0.17), so they cannot "
-                   f"be hidden: they are moved (re-inserted after the imported messages, byte for byte identical, "
-                   f"and the originals removed) in the same transaction, after the backup" if moves else
-                   "the originals stay in the store, hidden with active = 0")
             notes.append(f"{len(superseded)} later row(s) already in the store are written again after the imported "
-                         f"messages so that the session reads in transcript order; {how}.")
+                         "messages so that the session reads in transcript order; the originals stay in the store, "
+                         "hidden with active = 0.")
         for name, count in sorted(dropped.items()):
             notes.append(f"Field '{name}' of {count} line(s) is not kept: this store has no such column "
                          "(or the value is of the wrong kind).")
@@ -253,11 +245,11 @@ class ImportJsonlTranscript(Action):
                    + (f"; {len(bad)} bad line(s) reported, not imported" if bad else "") + "; recount.")
         plan = self.new_plan(ctx, finding, summary, changes=changes, params={
             "path": str(path), "imported": [parsed.messages[i].number for i in imported], "superseded": superseded,
-            "rows_before": before["rows"], "matched_hidden": a.matched_hidden, "moves": moves, "session": session,
+            "rows_before": before["rows"], "matched_hidden": a.matched_hidden, "session": session,
             "tool_calls": calls, "bad_lines": bad, "other_lines": other, "notes": notes,
             "file_identity": jsonl.file_identity(path, store_path=ctx.store.path),
         })
-        plan.blocked = self._blocked(ctx, a, path)
+        plan.blocked = self._blocked(ctx, a, path) or blocked_on_schema(ctx.caps, superseded, "importing", "imported")
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
 
@@ -339,7 +331,7 @@ class ImportJsonlTranscript(Action):
             return dict(values, timestamp=a.times[index])
 
         ops = [(op, i if op == "insert" else a.alignment.rows[i].id) for op, i in ops]
-        changed += write_in_order(conn, caps, sid, ops, values_of, p["moves"])
+        changed += write_in_order(conn, caps, sid, ops, values_of)
         recount(conn, caps, sid, p["tool_calls"])
         return changed
 
@@ -348,7 +340,7 @@ class ImportJsonlTranscript(Action):
         a = analyse(conn, caps, plan.session_id, Path(p["path"]), plan.store_path)
         if a.missing:
             return f"{len(a.missing)} message(s) of the file are still missing"
-        expected = p["rows_before"] + len(p["imported"]) + (0 if p["moves"] else len(p["superseded"]))
+        expected = p["rows_before"] + len(p["imported"]) + len(p["superseded"])
         if len(a.alignment.rows) != expected:
             return f"the session has {len(a.alignment.rows)} rows, expected {expected}"
         visible = [r for r in a.alignment.rows if r.visible]

@@ -105,49 +105,67 @@ def findings(s, code="transcript_on_disk_only"):
 
 # --------------------------------------------------------------------------- the usual case
 
-def test_schema_11_store_with_a_longer_legacy_jsonl(aged_home):
-    """0.13.0 (schema 11, no messages.active): the store kept only the latest turns."""
-    s = store(aged_home, "archive")
-    write_session(s, "archive", KEPT)
+@pytest.mark.parametrize("profile", ["archive", "legacy"])
+def test_before_0_17_an_import_that_would_write_later_rows_again_is_blocked(aged_home, profile):
+    """0.13.0 (schema 11) and 0.15.0 have no messages.active: the store's later rows
+    could only be moved (removed, then inserted again), never hidden. That would be
+    a deletion, so the import is blocked, as recover_messages is, and says why;
+    nothing is written and the finding stays for an admin to see."""
+    s = store(aged_home, profile)
+    write_session(s, profile, KEPT)
     before = exact_rows(s, SID)
     start = rows(s, "SELECT MIN(timestamp) FROM messages WHERE session_id = ?", (SID,))[0][0] - 3600
     lines = [{"role": "session_meta", "session": {"id": SID, "source": "telegram"}}] + stamped(EARLIER, start) + [
         dict(m, timestamp=t) for m, (t,) in zip(KEPT, rows(s, "SELECT timestamp FROM messages WHERE session_id = ? ORDER BY id", (SID,)))]
     path = write_jsonl(s, SID, lines)
     original = path.read_bytes()
+    total = rows(s, "SELECT COUNT(*), MAX(id) FROM messages")
 
-    code, preview = heal("--profile", "archive", "--only", "transcript_on_disk_only", "--json")
-    [planned] = actions(preview, "archive")
-    assert code == 1 and planned["status"] == "planned"
-    assert [c["op"] for c in planned["changes"]].count("insert") == len(EARLIER)
-    assert [c["op"] for c in planned["changes"]].count("move") == len(KEPT)  # cannot hide: moved, said so
     with s.read() as conn:
         [f] = findings(s)
         plan = plan_for(s, conn, s.capabilities(conn), f)
-    assert any("no messages.active column" in n for n in plan.params["notes"])
+    assert plan.blocked == ("this store's schema (before hermes-agent 0.17) cannot hide rows: importing here would "
+                            f"remove and re-insert {len(KEPT)} later row(s); only messages after the last row can be "
+                            "imported into it")
+    assert not any(c.op == "move" for c in plan.changes)
+
+    code, report = heal("--profile", profile, "--only", "transcript_on_disk_only", "--apply", "--json")
+    [done] = actions(report, profile)
+    assert code == 1 and done["status"] == "skipped" and done["reason"] == plan.blocked
+    assert [x["check"] for x in profile_entry(report, profile)["findings"]] == ["transcript_on_disk_only"]
+    assert exact_rows(s, SID) == before and rows(s, "SELECT COUNT(*), MAX(id) FROM messages") == total
+    assert path.read_bytes() == original
+    assert not AuditEvent.objects.filter(action="import_jsonl_transcript", outcome="applied").exists()
+
+
+def test_schema_11_store_takes_messages_after_its_last_row(aged_home):
+    """On 0.13.0 (schema 11) what comes after the store's rows imports as usual: nothing
+    is written again, so nothing would need hiding."""
+    s = store(aged_home, "archive")
+    write_session(s, "archive", KEPT)
+    before = exact_rows(s, SID)
+    last = rows(s, "SELECT MAX(timestamp) FROM messages WHERE session_id = ?", (SID,))[0][0]
+    lines = [{"role": "session_meta", "session": {"id": SID, "source": "telegram"}}] + KEPT + stamped(EARLIER, last + 60)
+    path = write_jsonl(s, SID, lines)
+    original = path.read_bytes()
 
     code, report = heal("--profile", "archive", "--only", "transcript_on_disk_only", "--apply", "--json")
     [done] = actions(report, "archive")
     assert done["status"] == "applied", done
     assert code == 0 and profile_entry(report, "archive")["findings"] == []
-    # the whole conversation, in transcript order by messages.id
-    assert transcript(s, SID) == expected(EARLIER + KEPT)
-    # the rows the store had are still there, moved, byte for byte identical
-    assert exact_rows(s, SID)[len(EARLIER):] == before
-    # imported rows keep their own timestamps
-    assert [r[0] for r in rows(s, "SELECT timestamp FROM messages WHERE session_id = ? ORDER BY id LIMIT 6", (SID,))] == \
-        [m["timestamp"] for m in lines[1:7]]
-    # search finds an imported message (FTS triggers fired)
+    assert transcript(s, SID) == expected(KEPT + EARLIER)
+    assert exact_rows(s, SID)[:len(KEPT)] == before  # the store's rows untouched, in place
+    assert [r[0] for r in rows(s, "SELECT timestamp FROM messages WHERE session_id = ? ORDER BY id", (SID,))][len(KEPT):] \
+        == [m["timestamp"] for m in lines[len(KEPT) + 1:]]
     hits = rows(s, "SELECT m.session_id FROM messages_fts f JOIN messages m ON m.id = f.rowid WHERE messages_fts MATCH 'quokka'")
     assert hits == [(SID,)]
     assert rows(s, "SELECT message_count, tool_call_count FROM sessions WHERE id = ?", (SID,)) == [(9, 1)]
-    assert path.read_bytes() == original  # the file is never modified
+    assert path.read_bytes() == original
     event = AuditEvent.objects.get(action="import_jsonl_transcript", outcome="applied")
-    assert event.session_ids == [SID] and event.backup_path and event.rows_changed == len(EARLIER) + len(KEPT)
+    assert event.session_ids == [SID] and event.backup_path and event.rows_changed == len(EARLIER)
 
     code, again = heal("--profile", "archive", "--only", "transcript_on_disk_only", "--apply", "--json")
     assert code == 0 and again["summary"]["applied"] == 0 and actions(again, "archive") == []
-    assert transcript(s, SID) == expected(EARLIER + KEPT)
 
 
 @pytest.mark.parametrize("profile", ["default", "research"])
@@ -172,8 +190,8 @@ def test_later_rows_are_superseded_and_hidden_where_active_exists(aged_home, pro
 
 
 def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported(aged_home):
-    s = store(aged_home, "legacy")  # 0.15.0
-    write_session(s, "legacy", KEPT)
+    s = store(aged_home, "research")  # 0.17.0
+    write_session(s, "research", KEPT)
     lines = [
         {"role": "session_meta", "session_id": SID, "platform": "telegram"},  # line 1
         EARLIER[0],                                                           # line 2
@@ -195,8 +213,8 @@ def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported(aged_
     assert plan.params["bad_lines"] == f.evidence["bad_lines"] and plan.params["imported"] == [2, 6]
     assert plan.params["other_lines"] == [{"line": 1, "problem": "session_meta bookkeeping"}]
     assert any("line 1: session_meta bookkeeping" in n for n in plan.params["notes"])
-    code, report = heal("--profile", "legacy", "--only", "transcript_on_disk_only", "--apply", "--json")
-    [done] = actions(report, "legacy")
+    code, report = heal("--profile", "research", "--only", "transcript_on_disk_only", "--apply", "--json")
+    [done] = actions(report, "research")
     assert done["status"] == "applied" and "lines not imported (unreadable), by line number: 3, 4, 5, 7" in done["reason"]
     assert transcript(s, SID) == expected([EARLIER[0], EARLIER[3]] + KEPT)
     assert not rows(s, "SELECT 1 FROM messages WHERE content LIKE '%once upon%' OR content LIKE '%no role at all%'")
