@@ -59,7 +59,9 @@ Fleet mode (docs/architecture.md, Fleet; README "Many hosts"): off unless
   heartbeats (default 15); ``HERMES_ADMIN_FLEET_UNREACHABLE``: a host not heard
   from for this many seconds is shown unreachable (default 60);
   ``HERMES_ADMIN_FLEET_REDELIVER``: seconds after which a task a dead worker had
-  taken is handed out again (Redis ``visibility_timeout``, default 3600).
+  taken is handed out again (Redis ``visibility_timeout``, default 3600);
+  ``HERMES_ADMIN_FLEET_EXPORT_CHUNK``: bytes of one chunk of a remote export
+  (default 1 MiB; one read task per chunk).
 
 Importing these settings sets the process umask to ``077`` (``hermes_admin.private``):
 everything the dashboard creates in its data folder is private to its user.
@@ -401,6 +403,8 @@ HERMES_ADMIN_HOST = os.environ.get("HERMES_ADMIN_HOST", "").strip()
 HERMES_FLEET_TIMEOUT = env_float("HERMES_ADMIN_FLEET_TIMEOUT", 5.0)
 HERMES_FLEET_HEARTBEAT = env_float("HERMES_ADMIN_FLEET_HEARTBEAT", 15.0)
 HERMES_FLEET_UNREACHABLE = env_float("HERMES_ADMIN_FLEET_UNREACHABLE", 60.0)
+# Bytes of one chunk of a remote export (one read task each).
+HERMES_FLEET_EXPORT_CHUNK = int(env_float("HERMES_ADMIN_FLEET_EXPORT_CHUNK", 1024 * 1024))
 # JSON only: a pickled payload from the broker would run code (Celery, Security).
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

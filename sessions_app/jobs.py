@@ -75,6 +75,9 @@ def execute(run_id: int) -> HealRun:
             if run.mode == "delete":  # bulk deletion (issue 5): each session judged on its own
                 from .actions.deletion import run_bulk_delete
                 report = run_bulk_delete(run, runs.progress(run))
+            elif run.mode == "restore":  # trash entries put back (a fleet host's, issue 17)
+                from .actions.deletion import run_restore
+                report = run_restore(run, runs.progress(run))
             elif run.mode == "prune":  # a confirmed prune (issue 14): batches of previewed units
                 from .actions.prune_run import run_prune_job
                 report = run_prune_job(run, runs.progress(run))

@@ -1,20 +1,22 @@
 """The tasks a fleet worker runs on its host (queue ``hermes.<host>``).
 
-- ``hermes.read(op, kwargs)``: the read API of :mod:`.reads` (plain JSON, sent with
-  an expiry so a host that comes back later does no stale work; not acknowledged
-  late: a read nobody waits for any more is not worth redelivering);
+- ``hermes.read(op, kwargs)``: the read API of :mod:`.reads` and :mod:`.browse`
+  (plain JSON, sent with an expiry so a host that comes back later does no stale
+  work; not acknowledged late: a read nobody waits for any more is not worth
+  redelivering);
 - ``hermes.run_job(run_id)``: a ``HealRun`` the dashboard created (a check pass, a
-  heal — recovery and migration are repairs of it —, previewed plans, a bulk
-  deletion), run by ``jobs.execute``, the same job code one host runs, so the same
-  engine (``actions/heal.py``, ``engine.Applier``, ``actions/deletion``) writes
-  through the guarded write, and the run record and audit events land in the
-  central database. Acknowledged late, handed out again when the worker died
+  heal — recovery and migration are repairs of it —, previewed plans, deletions
+  of confirmed sessions, restores of trash entries), run by ``jobs.execute``, the
+  same job code one host runs, so the same engine (``actions/heal.py``,
+  ``engine.Applier``, ``actions/deletion``) writes through the guarded write, and
+  the run record and audit events land in the central database. Acknowledged late, handed out again when the worker died
   (``reject_on_worker_lost``; Redis ``visibility_timeout``), and idempotent: a run
   already done is not run again, one still running in a live process of this
   host is left to it, and a run a killed worker left ``running`` is run again —
   what it had applied is gone from the findings or skipped as changed by the
-  plans' guards, so nothing is applied twice, and a deletion it left halfway is
-  finished first (``actions/deletion/resume.py``).
+  plans' guards, so nothing is applied twice; a deletion or restore it left
+  halfway is finished first (``actions/deletion/resume.py``), and one it had
+  finished is reported done, not written again (``actions/deletion/bulk.py``).
 
 Every argument is validated on the worker (:mod:`.worker`): profiles, plans and
 paths must be this host's, else the task is refused and audited.
@@ -28,21 +30,24 @@ import logging
 from hermes_admin.celery import app
 
 from . import worker
+from .browse import BROWSE
 from .reads import READS
+
+OPS = {**READS, **BROWSE}
 
 log = logging.getLogger("sessions_app.fleet")
 
 
 @app.task(name="hermes.read", acks_late=False)
 def read(op, kwargs=None):
-    """Answer ``op`` of :data:`.reads.READS` with ``kwargs``.
+    """Answer ``op`` of :data:`OPS` (:mod:`.reads`, :mod:`.browse`) with ``kwargs``.
 
     Returns ``{"ok": True, "host", "data"}`` or ``{"ok": False, "host", "refused":
     reason}``; never raises for a refused argument.
     """
     host = worker.own_host()
     try:
-        fn = READS.get(op) if isinstance(op, str) else None
+        fn = OPS.get(op) if isinstance(op, str) else None
         if fn is None:
             raise worker.refuse("read", f"unknown read {op!r}")
         kwargs = kwargs or {}
@@ -57,16 +62,44 @@ def read(op, kwargs=None):
         return {"ok": False, "host": host, "refused": str(exc)}
 
 
+FLEET_MODES = ("check", "apply", "delete", "restore")
+
+
+def _validate_items(run) -> None:
+    """A deletion's confirmed items or a restore's entries: this host's profiles,
+    usable session ids, trash entries of this host's data folder deleted from
+    that very profile's store (:func:`.browse.entry_for`)."""
+    from .browse import entry_for
+
+    for item in run.plans:
+        if not isinstance(item, dict):
+            raise worker.refuse("run_job", "an item is not a mapping")
+        key = item.get("profile")
+        if run.mode == "delete":
+            worker.store_for("run_job", key, session_ids=[str(item.get("session_id"))])
+            worker.session_id_arg("run_job", item.get("session_id"), key)
+            if not isinstance(item.get("fingerprint"), dict) or not isinstance(item.get("nonce"), str):
+                raise worker.refuse("run_job", "a deletion item lacks its fingerprint or nonce", profile=str(key))
+        else:
+            entry_for("run_job", key, item.get("trash_entry"))
+
+
 def _validate_run(run) -> None:
     """Refuse a run naming anything that is not this host's."""
     from ..runs import FLEET_TRIGGER
 
     if run.trigger != FLEET_TRIGGER:
         raise worker.refuse("run_job", f"run #{run.pk} is not a fleet run")
+    if run.mode not in FLEET_MODES:
+        raise worker.refuse("run_job", f"run #{run.pk} is a {run.mode!r} run, which hosts do not take")
     if not run.profiles and not run.plans:
         raise worker.refuse("run_job", f"run #{run.pk} names no profile (a fleet run names its host's)")
     for key in run.profiles:
         worker.store_for("run_job", key)
+    if run.mode in ("delete", "restore"):
+        if not run.plans:
+            raise worker.refuse("run_job", f"{run.mode} run #{run.pk} has nothing to do")
+        return _validate_items(run)
     for plan in run.plans:
         if not isinstance(plan, dict):
             raise worker.refuse("run_job", "a plan is not a mapping")

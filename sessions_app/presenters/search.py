@@ -111,3 +111,34 @@ def search_page(store, query: str, *, user, size: int = 50, before: int | None =
     if masking:
         mask_hits(results, texts)
     return SearchPage(results=results)
+
+
+def _visible(words, *texts) -> bool:
+    low = " ".join(t.lower() for t in texts if t)
+    return all(w.lower() in low for w in words)
+
+
+def mask_profile_results(found, words) -> None:
+    """Mask one profile's answer of a search across profiles in place
+    (``stores.search_all.ProfileResults``; ``words`` the query's words): hits as
+    :func:`mask_hits`, counts of the hits shown (a count of every index match would
+    tell how many matched only inside secrets), a title matching only inside a
+    secret left out. Used by the search across profiles and a fleet worker's search."""
+    if found.hits:
+        mask_hits(found, found.texts)
+        kept = {h.id for h in found.hits}
+        for group in found.groups:
+            for session in group.sessions:
+                session.hits = [h for h in session.hits if h.id in kept]
+            group.sessions = [s for s in group.sessions if s.hits]
+            if group.root and group.root.get("title"):
+                group.root["title"] = mask(group.root["title"])
+        found.groups = [g for g in found.groups if g.sessions]
+    found.count, found.count_capped = len(found.hits), found.more
+    titles = []
+    for row in found.titles:
+        row["title"] = mask(row.get("title"))
+        if _visible(words, row.get("id"), row.get("title")):
+            titles.append(row)
+    found.titles = titles
+    found.texts = {}

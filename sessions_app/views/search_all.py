@@ -16,14 +16,14 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from ..bidi import isolate
-from ..secrets import mask, masking_for
+from ..secrets import masking_for
 from ..stores import registry
 from ..stores.coverage import coverage
 from ..stores.scan import scan
 from ..stores.search import SearchUnavailable, terms
 from ..stores.search_all import search_everywhere
 from .common import require_perm, store_view
-from ..presenters.search import mask_hits
+from ..presenters.search import mask_hits, mask_profile_results
 from .search import MAX_QUERY
 
 SIZES = (10, 20, 50)
@@ -39,33 +39,6 @@ class EverywhereForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["profile"].choices = [(p, isolate(p)) for p in profiles]
         self.fields["profile"].widget.attrs["size"] = min(max(len(profiles), 2), 8)
-
-
-def _visible(words, *texts) -> bool:
-    low = " ".join(t.lower() for t in texts if t)
-    return all(w.lower() in low for w in words)
-
-
-def _mask_profile(found, words) -> None:
-    """Mask one profile's answer in place (see the module docstring)."""
-    if found.hits:
-        mask_hits(found, found.texts)
-        kept = {h.id for h in found.hits}
-        for group in found.groups:
-            for session in group.sessions:
-                session.hits = [h for h in session.hits if h.id in kept]
-            group.sessions = [s for s in group.sessions if s.hits]
-            if group.root and group.root.get("title"):
-                group.root["title"] = mask(group.root["title"])
-        found.groups = [g for g in found.groups if g.sessions]
-    found.count, found.count_capped = len(found.hits), found.more
-    titles = []
-    for row in found.titles:
-        row["title"] = mask(row.get("title"))
-        if _visible(words, row.get("id"), row.get("title")):
-            titles.append(row)
-    found.titles = titles
-    found.texts = {}
 
 
 @require_GET
@@ -91,7 +64,7 @@ def search_everywhere_page(request):
             if masking:
                 words = [w for w, _ in terms(data["q"])]
                 for found in results.profiles:
-                    _mask_profile(found, words)
+                    mask_profile_results(found, words)
             context.update(results=results, masking=masking, q=data["q"].strip())
     return render(request, "search/all.html", context)
 

@@ -2,8 +2,8 @@
 
 The package by step: ``plan.py`` (what goes, read-only), ``tokens.py`` (signed,
 single-use confirmations), ``apply.py`` (the deletion as a guarded write),
-``restore.py`` (the restore as a guarded write), ``bulk.py`` (the background job
-of a bulk deletion). :class:`Deleter` is the writer the views and jobs use.
+``restore.py`` (the restore as a guarded write), ``bulk.py`` (the background jobs
+of deletions and restores). :class:`Deleter` is the writer the views and jobs use.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ...stores.store import Store
 from ..guarded import GuardedWriter, Outcome
 from ..files import move_without_loss  # noqa: F401
 from .apply import DeleteWrite, decide, export_and_delete, verify_deleted  # noqa: F401
-from .bulk import run_bulk_delete  # noqa: F401
+from .bulk import run_bulk_delete, run_restore  # noqa: F401
 from .plan import (  # noqa: F401
     DELETE_ACTION, RESTORE_ACTION, DeletePlan, Target, build_plan, describe_change, judge, plan_for, session_files,
 )

@@ -84,6 +84,7 @@ class DeleteWrite(Write):
             raise Refused(f"this confirmation was already used by the deletion recorded as audit event "
                           f"#{used.pk}; nothing deleted, confirm again")
         self.actor_label = writer.actor_label
+        self.run_id = writer.run.pk if writer.run is not None else None
 
     def check(self, ctx):
         plan = build_plan(ctx.store, ctx.conn, ctx.caps, self.session_id, self.lineage, time.time())
@@ -98,8 +99,10 @@ class DeleteWrite(Write):
         if not ctx.inside:
             # The trash entry exists before the transaction: the rows go into it
             # (and are committed there) before the store loses them.
+            # Nonce and run let a redelivered job tell its own finished deletion (bulk.py).
             self.entry = trash.new_entry(ctx.store.key, self.session_id, store_path=str(ctx.store.path),
-                                         session_id=self.session_id, lineage=self.lineage, actor=self.actor_label)
+                                         session_id=self.session_id, lineage=self.lineage, actor=self.actor_label,
+                                         nonce=self.nonce, run=self.run_id)
 
     def execute(self, ctx):
         ctx.outcome.counts = export_and_delete(ctx.conn, ctx.caps, ctx.store, ctx.outcome.plan, self.entry)
