@@ -4,13 +4,16 @@
     .venv/bin/python bench/prune.py --home var/bench/home-1m --older-than 170 [--json out.json]
 
 Works on a backup-API copy of the home's ``default`` store (hermes-agent 0.19.0's
-schema; the generated one is never written), in this process with Django set up on a
-private data folder. ``--older-than`` bounds how much goes (the generator spreads
+schema; ``--profile edge``: the newest shape; the generated one is never written),
+in this process with Django set up on a private data folder. ``--older-than`` bounds how much goes (the generator spreads
 sessions over 180 days, so 170 takes about 1/18 of them): the run stays within a few
 minutes. Measured, once each (a prune cannot be repeated on the same rows):
 
 - the preview (``plan_units`` over the whole store: candidates, lineages, liveness of
   every session with evidence, rows and content bytes of each unit);
+- check mode as ``prune_sessions`` runs it without ``--apply`` (``run_prune``: the
+  preview and its report), and the Prune page at the same age (Django's test client,
+  a superuser: the preview, Hermes' auto-prune section, the template);
 - Hermes' own auto-prune preview at the same retention (``stores.autoprune``);
 - ``prune_sessions --apply`` (``run_prune``, batches of ``--batch-size`` units): wall
   time, units and message rows per second, the backup, and for every batch the time the
@@ -113,13 +116,19 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=None, help="units per batch (default: the product's)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--no-hermes", action="store_true", help="skip hermes-agent 0.19.0's own prune")
+    parser.add_argument("--profile", default="default",
+                        help="profile of the home to prune a copy of (default: default; edge: the newest shape)")
+    parser.add_argument("--work", type=Path, default=REPO / "var" / "bench",
+                        help="folder for the copies (two of the store; removed at the end)")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="prune-bench-", dir=REPO / "var" / "bench"))
+    args.work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="prune-bench-", dir=args.work))
     home, data = work / "hermes", work / "data"
     data.mkdir(parents=True)
     started = time.perf_counter()
-    copy_store(args.home.resolve() / "state.db", home / "state.db")
+    source = args.home.resolve() / ("state.db" if args.profile == "default" else f"profiles/{args.profile}/state.db")
+    copy_store(source, home / "state.db")
     (home / "config.yaml").write_text(f"sessions:\n  auto_prune: true\n  retention_days: {int(args.older_than)}\n")
     copied = time.perf_counter() - started
     os.environ.update({"HERMES_ROOTS": str(home), "HERMES_ADMIN_DATA": str(data), "HERMES_ADMIN_SECRET_KEY": "bench",
@@ -151,6 +160,23 @@ def main() -> int:
     res["preview"] = {"seconds": time.perf_counter() - t, "units": len(preview.units), "sessions": preview.sessions,
                       "messages": preview.rows, "content_bytes": preview.content_bytes,
                       "spared": preview.spared_count(), "rss_mb": rss_mb()}
+    # Check mode as the command runs it (the preview plus its report) and as the Prune
+    # page shows it (the same, Hermes' own auto-prune section and the template).
+    t = time.perf_counter()
+    checked = run_prune([store], criteria, apply=False)
+    res["check"] = {"seconds": time.perf_counter() - t, "units": checked["summary"]["units"],
+                    "sessions": checked["summary"]["sessions"], "spared": checked["summary"]["spared"],
+                    "rss_mb": rss_mb()}
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(User.objects.create_superuser("bench", password=None))
+    assert client.get("/prune/").status_code == 200  # templates compiled, Hermes' section read once
+    t = time.perf_counter()
+    page = client.get(f"/prune/?older_than={args.older_than:g}")
+    assert page.status_code == 200, page.status_code
+    res["page"] = {"seconds": time.perf_counter() - t, "bytes": len(page.content), "rss_mb": rss_mb()}
     t = time.perf_counter()
     auto = autoprune.preview(store)
     res["hermes_autoprune_preview"] = {"seconds": time.perf_counter() - t, "sessions": auto.count,
@@ -158,7 +184,7 @@ def main() -> int:
 
     locks: list[float] = []
     backups: list[float] = []
-    real_transaction, real_backup = guarded._transaction, guarded.backup_store
+    real_transaction, real_backup = guarded._transaction, guarded.store_backup.backup_store
 
     @contextmanager
     def timed_transaction(conn):
@@ -176,7 +202,7 @@ def main() -> int:
         finally:
             backups.append(time.perf_counter() - start)
 
-    guarded._transaction, guarded.backup_store = timed_transaction, timed_backup
+    guarded._transaction, guarded.store_backup.backup_store = timed_transaction, timed_backup
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store.path), "3600"], stdout=subprocess.PIPE,
                               text=True)
     assert writer.stdout.readline().strip() == "ready"
@@ -192,7 +218,7 @@ def main() -> int:
         waits = json.loads(out.strip().splitlines()[-1]) if out.strip() else []
     except (ValueError, IndexError):
         waits = []
-    guarded._transaction, guarded.backup_store = real_transaction, real_backup
+    guarded._transaction, guarded.store_backup.backup_store = real_transaction, real_backup
     s = report["summary"]
     res["apply"] = {
         "seconds": applied, "units": s["applied"], "sessions": s["sessions"], "messages": s["messages"],
@@ -214,7 +240,7 @@ def main() -> int:
                       "applied": sum(o.status == "applied" for o in outcomes)}
     if not args.no_hermes:
         twin = work / "twin" / "state.db"
-        copy_store(args.home.resolve() / "state.db", twin)
+        copy_store(source, twin)
         res["hermes_prune"] = hermes_prune(twin, args.older_than)
     res["after"] = stats(store.path)
 
@@ -224,6 +250,9 @@ def main() -> int:
     print(f"preview: {p['seconds']:.2f} s for {p['units']:,} units ({p['sessions']:,} sessions, "
           f"{p['messages']:,} message rows, {p['content_bytes'] / 2**20:.1f} MiB), {p['spared']:,} spared; "
           f"RSS {p['rss_mb']:.0f} MB")
+    c, g = res["check"], res["page"]
+    print(f"check mode (run_prune, apply=False): {c['seconds']:.2f} s, {c['units']:,} units; Prune page "
+          f"/prune/?older_than={args.older_than:g}: {g['seconds']:.2f} s ({g['bytes'] / 1024:.0f} KiB)")
     h = res["hermes_autoprune_preview"]
     print(f"Hermes' auto-prune preview: {h['seconds']:.2f} s, {h['sessions']:,} sessions ({h['rule']} rule)")
     print(f"apply: {a['seconds']:.1f} s, {a['units']:,} units in {a['batches']} batches ({a['units_per_second']:.1f} "

@@ -13,7 +13,8 @@ each operation (``/proc/self/clear_refs``). The store-layer query of one store
 (``stores.usage.read_usage``) is timed too, and its *floor*: the same statements
 replayed by the ``sqlite3`` module alone. Hermes 0.19.0's own ``InsightsEngine
 .generate()`` (what ``hermes insights`` prints) runs in the release's venv on a
-backup-API copy of the ``default`` store, for comparison. Printed as Markdown.
+backup-API copy of the ``default`` store, for comparison, with its price cache
+seeded and the network refused (:func:`seed_pricing`). Printed as Markdown.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from bench.run import peak_mb, reset_peak  # noqa: E402
 RELEASE = REPO / "var" / "bench" / "hermes-0.19.0-full" / "bin" / "python"
 INSIGHTS = """
 import json, sys, time
+from pathlib import Path
 from hermes_state import SessionDB
 from agent.insights import InsightsEngine
-db = SessionDB(db_path=sys.argv[1])
+db = SessionDB(db_path=Path(sys.argv[1]))  # 0.19.0 calls db_path.parent: a Path, not a str
 engine = InsightsEngine(db)
 times = []
 for _ in range(int(sys.argv[3])):
@@ -72,6 +74,27 @@ def ms(seconds: float | None) -> str:
     return f"{seconds:,.2f} s" if seconds >= 1 else f"{seconds * 1000:,.1f} ms"
 
 
+def seed_pricing(db: Path, hermes_home: Path) -> None:
+    """Hermes' OpenRouter price cache (``<HERMES_HOME>/cache/openrouter_model_metadata.json``,
+    fresh for an hour) with every model of ``db``, as a connected Hermes has it after its
+    first fetch. Without it each ``generate()`` waits on a failed fetch per model (0.19.0
+    ``agent/model_metadata.py`` caches no failure): 75 s for 415 sessions on this machine,
+    which measures the network, not the report."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        models = {r[0] for r in conn.execute("SELECT DISTINCT model FROM sessions WHERE model IS NOT NULL")}
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'session_model_usage'").fetchone():
+            models |= {r[0] for r in conn.execute("SELECT DISTINCT model FROM session_model_usage")}
+    finally:
+        conn.close()
+    prices = {"prompt": "0.000003", "completion": "0.000015", "input_cache_read": "0.0000003",
+              "input_cache_write": "0.00000375"}
+    entries = {m: {"context_length": 200000, "max_completion_tokens": 8192, "name": m, "pricing": prices}
+               for m in sorted(models)}
+    (hermes_home / "cache").mkdir(parents=True, exist_ok=True)
+    (hermes_home / "cache" / "openrouter_model_metadata.json").write_text(json.dumps(entries))
+
+
 def insights(db: Path, days: int, repeat: int, python: Path = RELEASE) -> dict | None:
     """Hermes 0.19.0's insights on a backup-API copy of ``db`` (its SessionDB opens
     read-write), or None without the release's venv."""
@@ -84,7 +107,11 @@ def insights(db: Path, days: int, repeat: int, python: Path = RELEASE) -> dict |
         src.backup(dst, pages=-1)
         src.close()
         dst.close()
-        env = dict(os.environ, HERMES_HOME=tmp, PYTHONDONTWRITEBYTECODE="1")
+        seed_pricing(copy, Path(tmp))
+        # Any other network call fails at once (nothing listens on port 9): the time is
+        # Hermes' own work, not a connect timeout of a machine without the internet.
+        env = dict(os.environ, HERMES_HOME=tmp, PYTHONDONTWRITEBYTECODE="1", HTTPS_PROXY="http://127.0.0.1:9",
+                   HTTP_PROXY="http://127.0.0.1:9", NO_PROXY="")
         proc = subprocess.run([str(python), "-c", INSIGHTS, str(copy), str(days), str(repeat)], capture_output=True,
                               text=True, env=env, timeout=3600)
         if proc.returncode != 0:
