@@ -16,7 +16,9 @@ class SessionFilterForm(forms.Form):
     date_to = forms.DateField(required=False, label="active to", widget=forms.DateInput(attrs={"type": "date"}))
     q = forms.CharField(required=False, max_length=200, label="id or title")
     check = forms.ChoiceField(required=False, label="health")
-    order = forms.ChoiceField(required=False, label="newest first by", choices=list(ORDERS.items()))
+    order = forms.ChoiceField(required=False, label="sort by", choices=list(ORDERS.items()))
+    # Set by the column headers (each order has its own first direction, listing.DESCENDING).
+    dir = forms.ChoiceField(required=False, choices=[("", "the order's own"), ("asc", "ascending"), ("desc", "descending")])
     archived = forms.ChoiceField(required=False, choices=[("", "archived or not"), ("yes", "archived"),
                                                           ("no", "not archived")])
     pinned = forms.ChoiceField(required=False, choices=[("", "pinned or not"), ("yes", "pinned"), ("no", "not pinned")])
@@ -45,5 +47,6 @@ class SessionFilterForm(forms.Form):
             q=(data.get("q") or "").strip(),
             check=data.get("check") or "",
             order=data.get("order") or "started",
+            descending={"asc": False, "desc": True}.get(data.get("dir") or ""),
             flags={k: data[k] for k in ("archived", "pinned", "hidden") if data.get(k)},
         )

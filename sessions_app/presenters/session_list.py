@@ -11,6 +11,9 @@ from ..stores import registry
 from ..stores.listing import Filters, Page, distinct_sources, list_sessions
 
 BADGES = 3  # findings shown per row; the rest are counted
+# The liveness column's word for a verdict (stores.liveness): an ended session without
+# live evidence is "ended", an open one "idle".
+LIVENESS_LABELS = {"live": "live", "maybe_live": "maybe live", "unknown": "unknown"}
 
 
 def list_choices() -> tuple[list, list[str], list[str]]:
@@ -39,7 +42,7 @@ def list_page(stores, filters: Filters, *, user, limit: int, after=None, before=
             key: {sid for sid, items in by_sid.items() if any(f["check"] == filters.check for f in items)}
             for key, by_sid in badges.items()
         }
-    page = list_sessions(stores, filters, limit=limit, after=after, before=before)
+    page = list_sessions(stores, filters, limit=limit, after=after, before=before, liveness=True)
     masker = masker_for(user)
     for row in page.rows:
         if masker:
@@ -50,4 +53,9 @@ def list_page(stores, filters: Filters, *, user, limit: int, after=None, before=
         if masker:  # details may quote store text (titles, JSONL lines)
             shown = [{**f, "detail": masker(f["detail"])} for f in shown]
         row["findings"], row["more_findings"] = shown, max(len(items) - BADGES, 0)
+        verdict = row.get("liveness", "unknown")
+        row["live_label"] = LIVENESS_LABELS.get(verdict) or ("ended" if row.get("ended_at") is not None else "idle")
+        row["live_class"] = verdict if verdict in LIVENESS_LABELS else row["live_label"]
+        if masker:  # evidence names session keys and holders, not store text; masked all the same
+            row["live_evidence"] = [masker(d) for d in row.get("live_evidence", ())]
     return ListPage(page, {key for key, h in health.items() if h.run is not None})

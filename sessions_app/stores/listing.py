@@ -1,6 +1,7 @@
 """The sessions list across every profile: filters, keyset pagination, capped counts.
 
-Two orders, newest first (``Filters.order``):
+Orders (``Filters.order``, a whitelist: :data:`ORDERS`), each newest / most / A-Z
+first by default and reversible (``Filters.descending``):
 
 - ``started`` (the default, as Hermes' own ``/api/sessions`` and ``hermes sessions
   list``): ``started_at``, which every store from 0.13.0 on indexes
@@ -9,7 +10,11 @@ Two orders, newest first (``Filters.order``):
   store has ``last_activity_at`` (upstream's own recency key, docs/store.md §4.1; indexed by
   ``idx_sessions_effective_activity`` on the newest shape); release stores up to 0.19.0
   lack that column, so their activity is the newest message's timestamp, one index
-  seek per session (about 30 ms for 20,000 sessions, docs/benchmarks.md).
+  seek per session (about 30 ms for 20,000 sessions, docs/benchmarks.md);
+- ``messages``, ``title`` (case-folded as SQLite's ``lower()``), ``source``: no index
+  serves them (``source`` has one, but not with the tie-break), so a page is a scan of
+  the store's sessions with a top-N sort; non-number counts and non-text titles or
+  sources sort as 0 and the empty string.
 
 Ties are broken by profile key then session id, so the order is total and a cursor
 ``(sort value, profile key, session id)`` names an exact position. Each store is asked
@@ -23,23 +28,30 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import sqlite3
+import time
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
 from django.core.exceptions import EmptyResultSet
 from django.db import DatabaseError
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
-from django.db.models import F, FloatField, OuterRef, Q, Subquery, Value
+from django.db.models import F, FloatField, OuterRef, Q, Subquery, TextField, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from ..models import AgentMessage, AgentSession
 from .connection import classify_error
+from .liveness import page_index
 from .store import Store, Unavailable, _log_once
 
 COUNT_CAP = 10_000
 MAX_ID_FILTER = 30_000  # below SQLite's host-parameter limit (32766 since 3.32)
-ORDERS = {"started": "started", "activity": "last activity"}  # value -> label
+ORDERS = {"started": "started", "activity": "last activity", "messages": "messages",
+          "title": "title", "source": "source"}  # value -> label
+# Orders whose first page shows the biggest value (newest, most messages); the
+# others start at the smallest (titles and sources from A).
+DESCENDING = {"started", "activity", "messages"}
+TEXT_ORDERS = {"title", "source"}  # their sort values (and cursors) are strings
 FLAG_COLUMNS = ("archived", "pinned", "hidden")
 LIST_COLUMNS = (
     "id", "source", "title", "started_at", "ended_at", "end_reason", "message_count",
@@ -60,9 +72,15 @@ class Filters:
     check: str = ""  # a check code: only sessions in ``with_findings`` (per profile key)
     with_findings: dict[str, set[str]] = field(default_factory=dict)
     order: str = "started"  # a key of ORDERS
+    descending: bool | None = None  # None: the order's own direction (DESCENDING)
     # Hermes' flags: column -> "yes" (set) | "no" (not set); a store without the
     # column has no session with it set (docs/store.md, Flags and titles).
     flags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def walks_down(self) -> bool:
+        """True when the list shows the biggest sort value first."""
+        return self.order in DESCENDING if self.descending is None else self.descending
 
 
 @dataclass
@@ -74,7 +92,8 @@ class Page:
     ``next_cursor``/``prev_cursor`` are ``(sort, key, id)`` tuples or None.
     ``count`` is the total matching rows, ``count_capped`` True when some store hit
     COUNT_CAP (the total is then a lower bound). ``errors`` maps profile key to
-    ``(status, reason)`` for stores that could not be read.
+    ``(status, reason)`` for stores that could not be read: their sessions are
+    not in ``count`` (nothing of them was counted).
     """
 
     rows: list[dict]
@@ -130,6 +149,22 @@ def indexed_started(conn: sqlite3.Connection) -> bool:
     return conn.execute(
         "SELECT 1 FROM sessions WHERE started_at >= '' UNION ALL SELECT 1 FROM sessions WHERE started_at IS NULL LIMIT 1"
     ).fetchone() is None
+
+
+def _sort_expression(order: str, caps):
+    """The guarded sort value of the orders without an index of their own: never NULL,
+    one type per order (numbers or text), so stores merge and cursors compare."""
+    if order == "messages":
+        return Coalesce(RawSQL("CASE WHEN typeof(\"sessions\".\"message_count\") IN ('real', 'integer') "
+                               "THEN \"sessions\".\"message_count\" END", (), output_field=FloatField()),
+                        Value(0.0), output_field=FloatField())
+    if not caps.has("sessions", order):
+        return Value("", output_field=TextField())
+    value = f'"sessions"."{order}"'
+    if order == "title":
+        value = f"lower({value})"
+    return RawSQL(f"CASE WHEN typeof(\"sessions\".\"{order}\") = 'text' THEN {value} ELSE '' END", (),
+                  output_field=TextField())
 
 
 def _started(indexed: bool):
@@ -221,8 +256,18 @@ def list_sessions(
     limit: int = 50,
     after: tuple | None = None,
     before: tuple | None = None,
+    liveness: bool = False,
 ) -> Page:
-    """One page of sessions across ``stores``; see the module docstring for order."""
+    """One page of sessions across ``stores``; see the module docstring for order.
+
+    ``after`` / ``before``: a ``(sort, key, id)`` cursor of a page shown before
+    (``next_cursor`` / ``prev_cursor``); the page holds the rows that follow / precede
+    it in the list's order (``Filters.walks_down``). ``sort`` is a float, or a str for
+    :data:`TEXT_ORDERS`.
+
+    ``liveness``: rows also carry ``liveness`` (``live`` | ``maybe_live`` |
+    ``not_live`` | ``unknown``) and ``live_evidence`` (detail texts), read on the
+    store's same connection for its candidate rows only (``liveness.page_index``)."""
     entries: list[tuple[tuple, dict | None]] = []  # ((sort, key, id), row or None)
     count = 0
     capped = False
@@ -240,6 +285,8 @@ def list_sessions(
                 except (DatabaseError, sqlite3.Error) as exc:
                     errors[store.key] = classify_error(exc)
                     continue
+                if liveness:
+                    _add_liveness(store, conn, caps, wide)
         except Unavailable as exc:
             if exc.status.status != "missing":
                 errors[store.key] = (exc.status.status, exc.status.reason)
@@ -252,7 +299,7 @@ def list_sessions(
             if row is not None:
                 row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
             entries.append(((value, store.key, pk), row))
-    entries.sort(key=_entry_key, reverse=before is None)
+    entries.sort(key=_entry_key, reverse=_walk_down(filters, before))
     has_more = len(entries) > limit
     entries = entries[:limit]
     if before is not None:
@@ -266,23 +313,32 @@ def list_sessions(
     return Page(rows, next_cursor, prev_cursor, count, capped, errors)
 
 
+def _walk_down(filters: Filters, before) -> bool:
+    """Does this page's query read the store from the biggest sort value down? The
+    list's own direction, reversed for a previous page (read from its far end)."""
+    return filters.walks_down == (before is None)
+
+
 def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, limit: int, after, before):
     """``(capped count, [(pk, sort)] of the page, {pk: row})`` of one store, the
     querysets built by the ORM and run on ``conn`` (:func:`_rows`)."""
     if filters.order == "activity":
         indexed, sort = indexed_activity(conn, caps), None
-    else:
+    elif filters.order == "started" or filters.order not in ORDERS:
         indexed, sort = False, _started(indexed_started(conn))
+    else:
+        indexed, sort = False, _sort_expression(filters.order, caps)
     qs = filtered(store, caps, filters, indexed)
     qs = qs.annotate(sort=F("activity") if sort is None else sort)
     counted = _rows(conn, qs.order_by().values("pk")[: COUNT_CAP + 1], count=True)  # activity only where filtered on
     n = counted[0][0] if counted else 0
     columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
-    if before is not None:
-        page = _before(qs, store.key, before).order_by("sort", "id")
+    # Cursors compare as in a list shown biggest first: a later row there is _after.
+    cursor = after if before is None else before
+    if _walk_down(filters, before):
+        page = (qs if cursor is None else _after(qs, store.key, cursor)).order_by("-sort", "-id")
     else:
-        page = qs if after is None else _after(qs, store.key, after)
-        page = page.order_by("-sort", "-id")
+        page = (qs if cursor is None else _before(qs, store.key, cursor)).order_by("sort", "id")
     # Two steps: the page's ids and sort values in order (reads only what the order
     # needs), then their columns by primary key (wide rows read for this page only).
     # Position and "more" come from the first step alone: a row deleted or changed
@@ -296,6 +352,18 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
         names = [*query.extra_select, *query.values_select, *query.annotation_select]
         wide = {row["id"]: row for row in (dict(zip(names, r)) for r in _rows(conn, wide_qs))}
     return n, found, wide
+
+
+def _add_liveness(store: Store, conn: sqlite3.Connection, caps, wide: dict) -> None:
+    """``liveness`` and ``live_evidence`` on each row of ``wide`` (see list_sessions);
+    evidence that cannot be read leaves the rows ``unknown``, the page still shows."""
+    try:
+        index = page_index(store, conn, caps, list(wide), time.time())
+    except sqlite3.Error:
+        index = None
+    for pk, row in wide.items():
+        row["liveness"] = index.verdict(pk) if index is not None else "unknown"
+        row["live_evidence"] = [e.detail for e in index.evidence(pk)] if index is not None else []
 
 
 def _rows(conn: sqlite3.Connection, qs, count: bool = False) -> list:

@@ -201,7 +201,13 @@ def read_registry(store) -> tuple[list[dict], str | None]:
     return [e for e in entries if isinstance(e, dict)], None
 
 
-def _registry_evidence(store, now: float, index: LiveIndex, only: str | None = None) -> None:
+def _wanted(only) -> set[str] | None:
+    """``only`` (one session id, a collection of them, or None for all) as a set."""
+    return None if only is None else {only} if isinstance(only, str) else set(only)
+
+
+def _registry_evidence(store, now: float, index: LiveIndex, only=None) -> None:
+    wanted = _wanted(only)
     entries, error = read_registry(store)
     if error is not None:
         index.store_wide.append(Evidence(
@@ -215,7 +221,7 @@ def _registry_evidence(store, now: float, index: LiveIndex, only: str | None = N
         if isinstance(metadata, dict):
             ids.add(metadata.get("live_session_id"))
         ids = {str(i) for i in ids if i}
-        if only is not None and only not in ids:
+        if wanted is not None and not ids & wanted:
             continue
         if not process_matches(entry.get("pid"), entry.get("process_start_time")):
             continue
@@ -260,8 +266,9 @@ def _routing_sql(caps: Capabilities) -> str | None:
 _routing_cache: dict[str, tuple[tuple, dict]] = {}
 
 
-def _routing_rows(conn, caps, only: str | None, store=None):
-    """``(session_key, session id)`` of the routing entries naming ``only`` (or all).
+def _routing_rows(conn, caps, only, store=None):
+    """``(session_key, session id)`` of the routing entries naming ``only`` (or all;
+    with ``store``, ``only`` may be a collection of session ids: a list page).
 
     With ``store`` (pages that show a session's liveness: ``cached_routing``), the
     entries are read once per file state of the store (``Store.signature``, taken
@@ -282,10 +289,12 @@ def _routing_rows(conn, caps, only: str | None, store=None):
         for row in conn.execute(sql):
             by_sid.setdefault(row[1], []).append(tuple(row))
         found = _routing_cache[key] = (signature, by_sid)
-    return found[1].get(only, [])
+    if isinstance(only, str):
+        return found[1].get(only, [])
+    return [row for sid in sorted(set(only)) for row in found[1].get(sid, [])]  # a list page's ids
 
 
-def _gateway_evidence(conn, caps, now: float, index: LiveIndex, only: str | None = None, store=None) -> None:
+def _gateway_evidence(conn, caps, now: float, index: LiveIndex, only=None, store=None) -> None:
     if _routing_sql(caps) is None:
         return
     if not caps.has_table("gateway_heartbeats"):
@@ -312,7 +321,7 @@ def _activity_sql(caps: Capabilities) -> str:
     return "COALESCE(last_activity_at, started_at)" if caps.has("sessions", "last_activity_at") else "started_at"
 
 
-def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, only: str | None = None,
+def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, only=None,
                        closed_counts: bool = True) -> None:
     """Sessions with a message, ``last_activity_at`` or start within ``idle`` seconds.
 
@@ -325,8 +334,12 @@ def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, on
     """
     low, high = now - idle, now + FUTURE_SLACK_SECONDS
     where_m, where_s, params = "", "", ()
-    if only is not None:
-        where_m, where_s, params = " AND session_id = ?", " AND id = ?", (only,)
+    wanted = _wanted(only)
+    if wanted is not None:
+        if not wanted:
+            return
+        marks = ",".join("?" * len(wanted))  # a session or a list page's: index seeks only
+        where_m, where_s, params = f" AND session_id IN ({marks})", f" AND id IN ({marks})", tuple(sorted(wanted))
     newest: dict[str, float] = {}
     # idx_messages_session (session_id, timestamp) covers this scan.
     for sid, ts in conn.execute(
@@ -381,6 +394,37 @@ def live_sessions(store, conn: sqlite3.Connection, caps: Capabilities, now: floa
     _registry_evidence(store, now, index)
     _gateway_evidence(conn, caps, now, index)
     _activity_evidence(conn, caps, now, idle, index)
+    return index
+
+
+def page_index(store, conn: sqlite3.Connection, caps: Capabilities, session_ids, now: float,
+               idle_seconds: float | None = None) -> LiveIndex:
+    """Evidence for a page of sessions (the sessions list's liveness column), the same
+    signals as :func:`live_sessions` for these ``session_ids`` only: leases and locks
+    read whole (a few unexpired rows), the registry read once, gateway routes from the
+    per-file-state cache (``_routing_rows``), activity by index seeks of these ids.
+    Activity of a session its writer has since ended is no evidence (deletion's view,
+    ``closed_counts=False``): the list says such a session *ended*. A cost per page
+    and store, never per row: no process is probed twice for one page."""
+    wanted = set(session_ids)
+    idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
+    index = LiveIndex()
+    if not wanted:
+        return index
+    leases = _lease_rows(conn, caps, "session_turn_leases", "conversation_id", now)
+    if leases:
+        lineage = Lineage(conn, caps.columns("sessions"))
+        for key, holder, acquired, expires in leases:
+            item = _lease_evidence("turn_lease", key, holder, acquired, expires, now)
+            for sid in compression_descendants(lineage, key):
+                if sid in wanted:
+                    index.add(sid, item)
+    for key, holder, acquired, expires in _lease_rows(conn, caps, "compression_locks", "session_id", now,
+                                                       sorted(wanted)):
+        index.add(key, _lease_evidence("compression_lock", key, holder, acquired, expires, now))
+    _registry_evidence(store, now, index, only=wanted)
+    _gateway_evidence(conn, caps, now, index, only=wanted, store=store)
+    _activity_evidence(conn, caps, now, idle, index, only=wanted, closed_counts=False)
     return index
 
 

@@ -21,7 +21,7 @@ from ..presenters.session_list import list_choices, list_page
 from ..presenters.session_page import raw_message, session_page
 from ..secrets import masking_for
 from ..stores import export, session_info
-from ..stores.listing import COUNT_CAP
+from ..stores.listing import COUNT_CAP, DESCENDING, TEXT_ORDERS
 from .common import require_perm, store_view
 
 CURSOR_SALT = "sessions-list-cursor"
@@ -38,17 +38,24 @@ def _int(value, default=None):
     return number if -(2**63) <= number < 2**63 else default
 
 
-def _cursor(request, name, order):
+def _salt(filters) -> str:
+    # Order and direction are part of the salt: a cursor of one order means nothing in another.
+    return f"{CURSOR_SALT}:{filters.order}:{'down' if filters.walks_down else 'up'}"
+
+
+def _cursor(request, name, filters):
+    """``((sort, profile key, session id), position)`` of a signed page link, or
+    ``(None, None)``; ``position`` is the 1-based place of that page's first row."""
     raw = request.GET.get(name)
     if not raw:
-        return None
+        return None, None
     try:
-        # The order is part of the salt: a cursor of one order means nothing in the other.
-        value = signing.loads(raw, salt=f"{CURSOR_SALT}:{order}")
-        return (float(value[0]), str(value[1]), str(value[2]))
+        value = signing.loads(raw, salt=_salt(filters))
+        sort = str(value[0]) if filters.order in TEXT_ORDERS else float(value[0])
+        return (sort, str(value[1]), str(value[2])), max(int(value[3]), 1)
     except (signing.BadSignature, TypeError, ValueError, IndexError):
         flash.warning(request, "That page link is no longer valid; showing the first page.")
-        return None
+        return None, None
 
 
 EXPORT_CHUNK = 64 * 1024  # characters per write of a streamed export
@@ -69,8 +76,29 @@ def _batched(pieces):
         yield "".join(buffer)
 
 
-def _token(cursor, order):
-    return signing.dumps(list(cursor), salt=f"{CURSOR_SALT}:{order}") if cursor else None
+def _token(cursor, filters, position):
+    return signing.dumps([*cursor, position], salt=_salt(filters)) if cursor else None
+
+
+# The sortable columns (listing.ORDERS), in the table's order.
+SORTABLE = ("title", "source", "messages", "started", "activity")
+
+
+def _sort_links(request, filters) -> dict:
+    """Per sortable column: its header link (the list sorted by it, the active column
+    reversed) and its ``aria-sort`` when it is the active one."""
+    base = _query_without(request, "after", "before", "order", "dir")
+    links = {}
+    for order in SORTABLE:
+        active = filters.order == order
+        down = (not filters.walks_down) if active else order in DESCENDING
+        query = f"order={order}&dir={'desc' if down else 'asc'}"
+        links[order] = {
+            "url": f"?{base}&{query}" if base else f"?{query}",
+            "aria": ("descending" if filters.walks_down else "ascending") if active else "",
+            "arrow": ("↓" if filters.walks_down else "↑") if active else "",
+        }
+    return links
 
 
 def _query_without(request, *names) -> str:
@@ -92,9 +120,16 @@ def session_list(request):
     form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=check_choices())
     filters = form.filters()
     limit = _int(request.GET.get("size"), 50)
-    shown = list_page(stores, filters, user=request.user, limit=limit if limit in PAGE_SIZES else 50,
-                      after=_cursor(request, "after", filters.order), before=_cursor(request, "before", filters.order))
+    limit = limit if limit in PAGE_SIZES else 50
+    after, after_at = _cursor(request, "after", filters)
+    before, before_at = _cursor(request, "before", filters)
+    shown = list_page(stores, filters, user=request.user, limit=limit, after=after, before=before)
     page = shown.page
+    # Position as carried by the page links (the list may have changed since the first
+    # page was read); a page with nothing before it is the first, whatever the link said.
+    start = (after_at or 1) if after is not None else (before_at or 1) if before is not None else 1
+    if page.prev_cursor is None:
+        start = 1
     base = _query_without(request, "after", "before")
     context = {
         "form": form,
@@ -106,9 +141,12 @@ def session_list(request):
         "checked": shown.checked,
         "base_query": base,
         "order": filters.order,
+        "sort_links": _sort_links(request, filters),
+        "first_row": start,
+        "last_row": start + len(page.rows) - 1,
         "single_profile": filters.profiles[0] if len(filters.profiles) == 1 else None,
-        "next_token": _token(page.next_cursor, filters.order),
-        "prev_token": _token(page.prev_cursor, filters.order),
+        "next_token": _token(page.next_cursor, filters, start + len(page.rows)),
+        "prev_token": _token(page.prev_cursor, filters, max(start - limit, 1)),
     }
     template = "sessions/list.html#session-table" if request.htmx else "sessions/list.html"
     return render(request, template, context)

@@ -89,7 +89,8 @@ def test_sessions_list_date_range_excludes_everything_outside(admin_client, herm
     assert f"{len(MANIFEST['profiles']['ops']['sessions_by_id'])} sessions" in html
 
 
-@pytest.mark.parametrize("order", ["", "&order=started", "&order=activity"])
+@pytest.mark.parametrize("order", ["", "&order=started", "&order=activity", "&order=messages", "&order=title",
+                                   "&order=source", "&order=title&dir=desc", "&order=activity&dir=asc"])
 def test_sessions_list_keyset_pages_cover_everything_once(admin_client, hermes_home, order):
     seen = []
     url = "/sessions/?size=25" + order
@@ -105,7 +106,7 @@ def test_sessions_list_keyset_pages_cover_everything_once(admin_client, hermes_h
     assert len(seen) == total == len(set(seen))
 
 
-@pytest.mark.parametrize("order", ["started", "activity"])
+@pytest.mark.parametrize("order", ["started", "activity", "messages", "title&dir=desc", "source"])
 def test_sessions_list_previous_page_link_goes_back(admin_client, hermes_home, order):
     first = text_of(admin_client.get(f"/sessions/?size=25&order={order}"))
     nxt = re.search(r'rel="next" href="([^"]+)"', first).group(1).replace("&amp;", "&")
@@ -141,7 +142,7 @@ def test_sessions_list_says_which_order_it_uses(admin_client, hermes_home):
     assert "Started ↓" in default and "Last activity ↓" not in default
     active = visible(text_of(admin_client.get("/sessions/?order=activity")))
     assert "Last activity ↓" in active and "Started ↓" not in active
-    bogus = text_of(admin_client.get("/sessions/?order=title&profile=ops&size=200"))
+    bogus = visible(text_of(admin_client.get("/sessions/?order=bogus&profile=ops&size=200")))
     assert "Started ↓" in bogus and "(this filter is ignored)" in bogus
     # The other filters still apply.
     assert f"{len(MANIFEST['profiles']['ops']['sessions_by_id'])} sessions" in bogus
