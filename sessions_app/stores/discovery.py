@@ -108,14 +108,27 @@ def configured_roots(explicit: list[str] | None = None) -> list[Path]:
         default = Path.home() / ".hermes"
         if default.is_dir():
             candidates = [default]
-    seen: set[Path] = set()
+    seen: set = set()
     roots = []
     for path in candidates:
         resolved = path.resolve()
-        if resolved not in seen:
-            seen.add(resolved)
+        key = file_key(resolved)  # one folder under two names (a bind mount) is one root
+        if key not in seen:
+            seen.add(key)
             roots.append(resolved)
     return roots
+
+
+def file_key(path) -> tuple:
+    """What makes two paths the same file or folder: ``(st_dev, st_ino)``, symlinks
+    followed (``os.stat`` opens no descriptor: docs/architecture.md §2, rule 5), so a
+    symlink, a hard link and a bind mount all meet their original; the real path for
+    one that does not exist (a dangling link is judged by where it points)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return (st.st_dev, st.st_ino)
 
 
 def _root_labels(roots: list[Path]) -> list[str]:
@@ -252,19 +265,20 @@ def discover(roots: list[Path]) -> Discovery:
     outside their root (a symlink) are reported in ``ignored`` and never opened.
     A profile with any path leading out of its root (:func:`profile_outside_reason`),
     or whose store or ``sessions/`` is the same file as an earlier profile's (one
-    store healed under two owners), is skipped the same way and also listed in
+    store healed under two owners; the same by :func:`file_key`: through a symlink,
+    a hard link or a bind mount), is skipped the same way and also listed in
     ``outside``.
     """
     result = Discovery(roots=list(roots))
     several = len(roots) > 1
-    seen: dict[str, str] = {}  # real path of a store or sessions/ -> profile key
+    seen: dict[tuple, str] = {}  # file_key of a store or sessions/ -> profile key
 
     def add(profile: Profile) -> None:
         why = profile_outside_reason(profile.home, profile.root)
         if why is None:
             for kind, path in (("state.db", profile.db_path), ("sessions/", profile.sessions_dir)):
                 if os.path.lexists(path):
-                    owner = seen.get(os.path.realpath(path))
+                    owner = seen.get(file_key(path))
                     if owner is not None:
                         why = f"its {kind} is the same file as profile {owner}'s"
                         break
@@ -276,7 +290,7 @@ def discover(roots: list[Path]) -> Discovery:
             return
         for path in (profile.db_path, profile.sessions_dir):
             if os.path.lexists(path):
-                seen[os.path.realpath(path)] = profile.key
+                seen[file_key(path)] = profile.key
         result.profiles.append(profile)
     for root, label in zip(roots, _root_labels(roots)):
         if not root.is_dir():
@@ -295,7 +309,9 @@ def discover(roots: list[Path]) -> Discovery:
             continue
         tombstones = profiles_dir / ".deleted"
         try:
-            entries = sorted(os.scandir(profiles_dir), key=lambda e: e.name)
+            # Real folders first: a symlinked profile that is another one under a
+            # second name is then the one skipped, never the profile itself.
+            entries = sorted(os.scandir(profiles_dir), key=lambda e: (e.is_symlink(), e.name))
         except OSError as exc:
             result.ignored.append((str(profiles_dir), f"cannot list: {exc.strerror}"))
             continue

@@ -132,3 +132,30 @@ def test_a_damaged_or_fresh_home_is_still_a_home(tmp_path, leftover):
     (root / leftover).write_bytes(b"x")
     found = discover([root])
     assert "default" in [p.name for p in found.profiles] and not found.ignored
+
+
+def test_a_root_reached_through_a_symlink_is_one_root(tmp_path):
+    root = make_home(tmp_path / "hermes", "work")
+    (tmp_path / "alias").symlink_to(root, target_is_directory=True)
+    roots = configured_roots([str(root), str(tmp_path / "alias"), str(tmp_path / "alias") + "/"])
+    assert roots == [root.resolve()]
+    found = discover(roots)
+    assert [p.key for p in found.profiles] == ["default", "work"] and found.outside == {}
+
+
+def test_a_store_hard_linked_into_another_root_is_listed_once(tmp_path):
+    """Same inode, two real paths: realpath alone would list (and heal) it twice."""
+    first = make_home(tmp_path / "a", "work")
+    second = make_home(tmp_path / "b", default_db=False)
+    os.link(first / "profiles" / "work" / "state.db", second / "state.db")
+    found = discover([first, second])
+    assert [p.key for p in found.profiles] == ["default@a", "work@a"]
+    assert "its state.db is the same file as profile work@a's" in found.outside["default@b"][1]
+
+
+def test_a_profile_symlinked_to_another_in_the_same_root_is_listed_once(tmp_path):
+    root = make_home(tmp_path / "hermes", "work")
+    (root / "profiles" / "alias").symlink_to(root / "profiles" / "work", target_is_directory=True)
+    found = discover([root])
+    assert [p.key for p in found.profiles] == ["default", "work"]
+    assert "same file as profile work's" in found.outside["alias"][1]
