@@ -41,7 +41,7 @@ class RepairWrite(Write):
     def check(self, ctx: WriteContext) -> None:
         if self.repair.needs_idle_session:
             refuse_live(ctx.store, ctx.conn, ctx.caps, self.repair.liveness_ids(self.plan), time.time(),
-                        closed_counts=self.repair.closed_activity_counts)
+                        closed_counts=self.repair.closed_activity_counts, inside=ctx.inside)
         if jsonable(self.repair.state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard:
             raise Changed("re-read inside the write transaction" if ctx.inside else "re-read before writing")
         if not ctx.inside:

@@ -199,7 +199,7 @@ class FlagWrite(_FlagsWrite):
             raise Changed(f"its compression lineage changed ({len(self.ids)} -> {len(ids)} segments)")
         self.ids = ids
         refuse_live(ctx.store, ctx.conn, ctx.caps, ids, ctx.now, closed_counts=False,
-                    where="its compression lineage" if len(ids) > 1 else "")
+                    where="its compression lineage" if len(ids) > 1 else "", inside=ctx.inside)
         rows = self._read(ctx)
         if ctx.inside and rows != self.before:
             raise Changed("its flags changed meanwhile")
@@ -279,7 +279,8 @@ class RenameWrite(_FlagsWrite):
             raise Refused("this is Bot Mode's canonical chat (hidden, titled 'Bot Chat'): Hermes finds it by that "
                           "title, so it keeps it; nothing written")
         self.before = current
-        refuse_live(ctx.store, ctx.conn, ctx.caps, [self.session_id], ctx.now, closed_counts=False)
+        refuse_live(ctx.store, ctx.conn, ctx.caps, [self.session_id], ctx.now, closed_counts=False,
+                    inside=ctx.inside)
         self.transfer_from = None
         if self.title is not None:
             clash = ctx.conn.execute("SELECT id FROM sessions WHERE title = ? AND id != ? ORDER BY id LIMIT 1",

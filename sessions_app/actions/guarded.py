@@ -20,7 +20,12 @@ steps, for one unit of work on one store:
 6. a writer connection with a busy timeout, ``BEGIN IMMEDIATE``, the file
    identity compared with the one backed up, :meth:`Write.check` again inside
    the transaction (nothing can change under the write lock), then
-   :meth:`Write.execute`, ``COMMIT``;
+   :meth:`Write.execute`, ``COMMIT``. The re-check reads the store only (leases,
+   locks, gateway tables, activity, the planned rows): the write lock serializes
+   writes to the store and nothing else, so the registry file
+   (``runtime/active_sessions.json``) and the ``sessions/`` folder are read in
+   step 4, where taking time holds up no agent; read again under the lock they
+   would be no more current, only slower for every agent waiting on the store;
 7. :meth:`Write.after_commit` (files, trash state); once the store committed,
    the outcome is ``applied`` whatever fails next ("deleted, but …");
 8. :meth:`Write.verify` on a fresh read-only connection;
@@ -302,12 +307,15 @@ def store_hazard(store: Store) -> str | None:
 
 
 def refuse_live(store: Store, conn, caps: Capabilities, session_ids, now: float, *,
-                closed_counts: bool = False, where: str = "") -> None:
+                closed_counts: bool = False, where: str = "", inside: bool = False) -> None:
     """Ground rule 6: raise :class:`Refused` when any of ``session_ids`` is not
     ``not_live`` (docs/store.md §7, liveness evidence). ``closed_counts``: recent
-    activity of a session its writer ended still counts as live."""
+    activity of a session its writer ended still counts as live. ``inside``: the
+    re-check inside the write transaction, which reads the store only (module
+    docstring, step 6)."""
     for session_id in dict.fromkeys(session_ids):
-        verdict = liveness.evidence_for(store, conn, caps, session_id, now, closed_counts=closed_counts)
+        verdict = liveness.evidence_for(store, conn, caps, session_id, now, closed_counts=closed_counts,
+                                        registry=not inside)
         if verdict.verdict != "not_live":
             items = "; ".join(f"{e.source}: {e.detail}" for e in verdict.evidence[:3])
             label = "live" if verdict.verdict == "live" else "maybe live"

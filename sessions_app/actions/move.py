@@ -393,10 +393,10 @@ class MoveToOwnerStore(Action):
                           + f"; backup of {target.key}: {target_backup.path}")
 
     @staticmethod
-    def _refuse(store, conn, caps, ids, now) -> None:
+    def _refuse(store, conn, caps, ids, now, inside: bool = False) -> None:
         """Ground rule 6 in one store: raise ``Refused`` when a moved session looks
-        live or a gateway of the profile heartbeats."""
-        refuse_live(store, conn, caps, ids, now, closed_counts=True, where=store.key)
+        live or a gateway of the profile heartbeats (``inside``: as ``refuse_live``)."""
+        refuse_live(store, conn, caps, ids, now, closed_counts=True, where=store.key, inside=inside)
         gateways = live_gateways(store, conn, caps, now)
         if gateways:
             backend, pid, _ = gateways[0]

@@ -151,7 +151,7 @@ class RemoveFromSource(Write):
         self.unmoved: list[str] = []
 
     def check(self, ctx):
-        self.move._refuse(ctx.store, ctx.conn, ctx.caps, self.plan.params["members"], time.time())
+        self.move._refuse(ctx.store, ctx.conn, ctx.caps, self.plan.params["members"], time.time(), ctx.inside)
         if jsonable(self.move.state(ctx.conn, ctx.caps, self.plan)) != self.plan.guard["source"]:
             raise Changed("re-read inside the write transaction" if ctx.inside else "re-read before writing")
 

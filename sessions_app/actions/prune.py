@@ -382,7 +382,8 @@ class PruneWrite(Write):
     def check(self, ctx):
         plans, spared = [], []
         for unit in self.units:
-            plan = build_plan(ctx.store, ctx.conn, ctx.caps, unit.root, lineage=True, now=ctx.now, closed_counts=True)
+            plan = build_plan(ctx.store, ctx.conn, ctx.caps, unit.root, lineage=True, now=ctx.now, closed_counts=True,
+                              inside=ctx.inside)
             why = qualify(ctx.store, ctx.conn, ctx.caps, plan, self.criteria, ctx.now)
             if why is None and sorted(plan.target_ids) != sorted(unit.ids):
                 new = sorted(set(plan.target_ids) - set(unit.ids))
@@ -408,7 +409,7 @@ class PruneWrite(Write):
                 # An earlier unit of this batch changed this one's rows (a child it
                 # detached, a parent it removed): plan it again on the writer's view.
                 plan = build_plan(ctx.store, ctx.conn, ctx.caps, plan.session_id, lineage=True, now=ctx.now,
-                                  closed_counts=True)
+                                  closed_counts=True, inside=True)
                 why = qualify(ctx.store, ctx.conn, ctx.caps, plan, self.criteria, ctx.now)
                 if why is not None:
                     self.spared.append(why)

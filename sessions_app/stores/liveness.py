@@ -461,24 +461,26 @@ def lineage_keys(conn: sqlite3.Connection, caps: Capabilities, session_id: str) 
 
 def evidence_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
                  idle_seconds: float | None = None, closed_counts: bool = True,
-                 cached_routing: bool = False) -> Liveness:
+                 cached_routing: bool = False, registry: bool = True) -> Liveness:
     """Liveness of one session (same signals as :func:`live_sessions`).
 
     ``closed_counts=False`` is deletion's view: recent activity of a session
     that its writer has since ended is not evidence (see ``_activity_evidence``).
     ``cached_routing``: gateway routes as of the store's current file state
     (``_routing_rows``), for pages; never for a write's own re-check.
+    ``registry=False``: only what the store holds (a write's re-check inside its
+    transaction, after the registry file was read before the lock).
     """
-    index = index_for(store, conn, caps, session_id, now, idle_seconds, closed_counts, cached_routing)
+    index = index_for(store, conn, caps, session_id, now, idle_seconds, closed_counts, cached_routing, registry)
     evidence = index.evidence(session_id)
     return Liveness(verdict_of(evidence), evidence)
 
 
 def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
               idle_seconds: float | None = None, closed_counts: bool = True,
-              cached_routing: bool = False) -> LiveIndex:
+              cached_routing: bool = False, registry: bool = True) -> LiveIndex:
     """A :class:`LiveIndex` holding only ``session_id``'s evidence (session page;
-    ``cached_routing`` as in :func:`evidence_for`)."""
+    ``cached_routing`` and ``registry`` as in :func:`evidence_for`)."""
     idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
     index = LiveIndex()
     if caps.has_table("session_turn_leases"):
@@ -487,7 +489,8 @@ def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: s
             index.add(session_id, _lease_evidence("turn_lease", key, holder, acquired, expires, now))
     for key, holder, acquired, expires in _lease_rows(conn, caps, "compression_locks", "session_id", now, [session_id]):
         index.add(session_id, _lease_evidence("compression_lock", key, holder, acquired, expires, now))
-    _registry_evidence(store, now, index, only=session_id)
+    if registry:
+        _registry_evidence(store, now, index, only=session_id)
     _gateway_evidence(conn, caps, now, index, only=session_id, store=store if cached_routing else None)
     _activity_evidence(conn, caps, now, idle, index, only=session_id, closed_counts=closed_counts)
     return index

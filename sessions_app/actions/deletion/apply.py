@@ -87,7 +87,10 @@ class DeleteWrite(Write):
         self.run_id = writer.run.pk if writer.run is not None else None
 
     def check(self, ctx):
-        plan = build_plan(ctx.store, ctx.conn, ctx.caps, self.session_id, self.lineage, time.time())
+        plan = build_plan(ctx.store, ctx.conn, ctx.caps, self.session_id, self.lineage, time.time(),
+                          inside=ctx.inside)
+        if ctx.inside:  # the files as listed before the lock (they are listed again when they move)
+            plan.files = ctx.outcome.plan.files
         ctx.outcome.plan = plan
         if not plan.exists:
             raise Refused("the session no longer exists; nothing deleted")

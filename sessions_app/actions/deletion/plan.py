@@ -364,12 +364,15 @@ def judge(targets: list[Target], children: dict[str, live_mod.Liveness] | None =
 
 
 def build_plan(store: Store, conn, caps: Capabilities, session_id: str, lineage: bool = False,
-               now: float | None = None, closed_counts: bool = False) -> DeletePlan:
+               now: float | None = None, closed_counts: bool = False, inside: bool = False) -> DeletePlan:
     """The plan for deleting ``session_id`` (read-only; works on any connection).
 
     ``closed_counts``: recent activity of a session its writer ended still counts
     as liveness evidence (pruning, which nobody confirms session by session, takes
-    that view; a confirmed deletion does not, ``stores.liveness.evidence_for``)."""
+    that view; a confirmed deletion does not, ``stores.liveness.evidence_for``).
+    ``inside``: the re-plan inside the write transaction reads the store only (no
+    registry file, no ``sessions/`` listing: ``files`` stays empty, the files are
+    listed again when they move after the commit; guarded.py, step 6)."""
     now = time.time() if now is None else now
     plan = DeletePlan(store.key, str(store.path), session_id, bool(lineage))
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
@@ -389,7 +392,7 @@ def build_plan(store: Store, conn, caps: Capabilities, session_id: str, lineage:
         plan.targets.append(Target(
             sid, kind, row.get("title"), row.get("source"), row.get("parent_session_id"), row.get("ended_at"),
             row.get("end_reason"), count, last,
-            live_mod.evidence_for(store, conn, caps, sid, now, closed_counts=closed_counts)))
+            live_mod.evidence_for(store, conn, caps, sid, now, closed_counts=closed_counts, registry=not inside)))
     plan.detach = _children_to_detach(conn, ids)
     graph = Lineage(conn, caps.columns("sessions"))
     for child in plan.detach:
@@ -397,13 +400,13 @@ def build_plan(store: Store, conn, caps: Capabilities, session_id: str, lineage:
         parent = graph.parent(node) if node else None
         child["edge"] = parent["edge"] if parent else "other"
         plan.detach_liveness[child["id"]] = live_mod.evidence_for(store, conn, caps, child["id"], now,
-                                                                  closed_counts=closed_counts)
+                                                                  closed_counts=closed_counts, registry=not inside)
     plan.prompts = _prompt_candidates(conn, caps, ids)
     plan.prompt_refs = _prompt_refs(conn, caps, ids)
     plan.dependents = _dependent_counts(conn, caps, {"targets": ids, "prompts": plan.prompts})
     if plan.prompts:
         plan.dependents["system_prompts"] = len(plan.prompts)
-    plan.files = session_files(store, ids)
+    plan.files = [] if inside else session_files(store, ids)
     plan.verdict, plan.override_possible, plan.override_blocker = judge(plan.targets, plan.detach_liveness)
     plan.fingerprint = {
         "targets": sorted(ids),

@@ -43,15 +43,16 @@ def to_reattach(conn, caps, children: list[tuple[str, str]]) -> list[str]:
     return [r[0] for r in conn.execute(
         f"SELECT id FROM sessions WHERE id IN {_ph(ids)} AND parent_session_id IS NULL ORDER BY id", ids)]
 
-def refuse_live_restore(store, conn, caps, ids: list[str]) -> None:
+def refuse_live_restore(store, conn, caps, ids: list[str], inside: bool = False) -> None:
     """Ground rule 6 for a restore: an agent that holds a session it inserts (a
     registry entry, a lease or lock, a gateway route naming the id) or a child it
     re-attaches would race the restore; anything but ``not_live`` (a maybe-live
     verdict too: recent activity, an unreadable registry) -> :class:`Refused`,
-    nothing written."""
+    nothing written. ``inside``: in the write transaction, the store's own
+    evidence only (the registry file was read before the lock: guarded.py, step 6)."""
     now = time.time()
     for sid in dict.fromkeys(ids):
-        found = live_mod.evidence_for(store, conn, caps, sid, now, closed_counts=False)
+        found = live_mod.evidence_for(store, conn, caps, sid, now, closed_counts=False, registry=not inside)
         if found.live:
             why = "; ".join(f"{e.source}: {e.detail}" for e in found.evidence if e.blocks)
             raise Refused(f"an agent holds {sid} (live: {why}); nothing restored, the trash entry is kept")
@@ -258,7 +259,7 @@ class RestoreWrite(Write):
         reattach = to_reattach(ctx.conn, ctx.caps, self.children)
         ctx.outcome.counts, ctx.outcome.report = insert_back(ctx.conn, ctx.caps)
         # Judged again with the rows back in place; live -> Refused, rolled back.
-        refuse_live_restore(ctx.store, ctx.conn, ctx.caps, self.targets + reattach)
+        refuse_live_restore(ctx.store, ctx.conn, ctx.caps, self.targets + reattach, inside=True)
 
     def after_commit(self, writer, store, outcome):
         entry, targets, report = self.entry, self.targets, outcome.report
