@@ -130,22 +130,43 @@ def _refresh_health(run: HealRun) -> None:
 
 
 def _plans_job(run: HealRun) -> dict:
-    """Apply previewed plans (one finding each); report in the heal report shape."""
+    """Apply previewed plans (one finding each; *Repair all of this kind* sends many);
+    report in the heal report shape. Each profile's plans go through
+    ``Applier.apply_all``: dependency order, and a plan whose session had a repair it
+    depends on applied first is checked again (dropped when that healed it)."""
     applier = _applier(run)
     update = runs.progress(run)
     report = runs.RunReport(mode="apply")
-    for n, data in enumerate(run.plans, start=1):
+    by_profile: dict[str, list] = {}
+    for data in run.plans:
         plan = plan_from_dict(data)
-        store = registry.get(plan.profile)
-        entry = report.profile(plan.profile, plan.store_path)
+        by_profile.setdefault(plan.profile, []).append(plan)
+    total, count = len(run.plans), 0
+
+    def done(outcome):
+        nonlocal count
+        count += 1
+        plan = outcome.plan
+        update(f"{plan.action} {plan.session_id or ''}: {outcome.report_status}", count, total)
+
+    for profile, plans in by_profile.items():
+        store = registry.get(profile)
+        entry = report.profile(profile, plans[0].store_path)
         if store is None:
-            outcome = Outcome(plan, "failed", "the profile no longer exists")
-        else:
-            outcome = applier.apply(store, plan)
-            backup = applier.backups.get(str(store.path))
-            entry.backup = backup.path if backup else None
-            after = run_store_checks(store, session_id=plan.session_id, only=[plan.check])
-            entry.findings = [runs.finding_json(f) for f in after.findings]
-        entry.actions.append(outcome.as_json())
-        update(f"{plan.action} {plan.session_id or ''}: {outcome.report_status}", n, len(run.plans))
+            for plan in plans:
+                outcome = Outcome(plan, "failed", "the profile no longer exists")
+                entry.actions.append(outcome.as_json())
+                done(outcome)
+            continue
+        outcomes = applier.apply_all(store, plans, confirmed=True, done=done)
+        entry.actions.extend(o.as_json() for o in outcomes)
+        backup = applier.backups.get(str(store.path))
+        entry.backup = backup.path if backup else None
+        # What is left of the repaired findings, session by session (the pass that
+        # follows, ``_refresh_health``, checks the whole profile).
+        codes = sorted({p.check for p in plans})
+        for sid in dict.fromkeys(p.session_id for p in plans):
+            after = run_store_checks(store, session_id=sid, only=codes)
+            entry.findings.extend(runs.finding_json(f) for f in after.findings
+                                  if sid is None or f.session_id == sid)
     return report.as_json()

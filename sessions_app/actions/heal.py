@@ -4,8 +4,8 @@ One function, :func:`heal`, serves ``manage.py heal_sessions`` (cron) and the
 browser's background *Heal profile* job alike. It returns the version-1 report
 (``runs.RunReport``, shape in ``sessions_app/runs.py``). Without ``apply``
 nothing is written to any store or Hermes home. With it, every planned repair is
-applied on the guarded write (``engine.Applier``) and ``findings`` are those that
-remain afterwards.
+applied on the guarded write (``engine.Applier.apply_all``, in dependency order,
+docs/architecture.md §5.2) and ``findings`` are those that remain afterwards.
 """
 
 from __future__ import annotations
@@ -22,13 +22,9 @@ from .deletion.resume import finish_unfinished
 from .engine import Applier
 from .reconcile import reconcile
 from .guarded import Outcome
-from .registry import plan_for
+from .registry import order, plan_for, waits_for
 
 log = logging.getLogger("sessions_app.actions")
-APPLY_ORDER = {
-    "import_jsonl_transcript": 0, "recover_messages": 0, "recreate_session_row": 1, "hide_duplicates": 2, "move_to_owner_store": 90,
-    "recount_session": 99,
-}
 
 
 def heal(
@@ -63,6 +59,23 @@ def heal(
             progress(f"{store.key}: {report.profiles[-1].status}", done, len(stores))
     report.finished_at = iso(time.time())
     return report.as_json()
+
+
+def dry_run(plans: list[Plan]) -> list[Outcome]:
+    """The outcomes of a dry run of one store's ``plans``, in the order applying
+    would take: ``planned`` (the reason names the repairs it waits for, after which
+    it is planned again), or ``skipped`` with the reason a plan is blocked."""
+    ordered = order(plans)
+    out = []
+    for n, plan in enumerate(ordered):
+        if plan.blocked:
+            out.append(Outcome(plan, "skipped", plan.blocked))
+            continue
+        after = waits_for(plan, [p for p in ordered[:n] if not p.blocked])
+        reason = (f"after {', '.join(after)} on this session, and planned again then: it may not be needed"
+                  if after else "")
+        out.append(Outcome(plan, "planned", reason))
+    return out
 
 
 def _resumed_json(outcome: Outcome) -> dict:
@@ -121,14 +134,13 @@ def _heal_store(store: Store, everything: list[Store], only: list[str], apply: b
             if plan is not None and (plan.action, plan.session_id) not in planned:
                 planned.add((plan.action, plan.session_id))
                 plans.append(plan)
-    # Repairs that add or hide rows first, recounts last: a recount planned before
-    # a duplicate was hidden is then skipped as changed, never applied stale.
-    plans.sort(key=lambda p: APPLY_ORDER.get(p.action, 50))
-    for plan in plans:
-        if apply:
-            outcomes.append(applier.apply(store, plan))
-        else:
-            outcomes.append(Outcome(plan, "skipped" if plan.blocked else "planned", plan.blocked))
+    # In dependency order (docs/architecture.md §5.2): hiding a duplicate before the
+    # recount that would count it, which is planned again then (and dropped when the
+    # hide healed it); imports and row recreation first, moves last.
+    if apply:
+        outcomes.extend(applier.apply_all(store, plans))
+    else:
+        outcomes.extend(dry_run(plans))
     entry.actions = [_resumed_json(o) for o in resumed] + [o.as_json() for o in outcomes]
     if apply:
         backup = applier.backups.get(str(store.path))

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from django.urls import reverse
 
-from ..actions.registry import ACTIONS, plan_for
+from ..actions.registry import ACTIONS, plan_for, prerequisites, rank, repair_first
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest
@@ -44,7 +44,8 @@ class HealthPage:
     """``groups``: ``{"check", "code", "severity", "total", "rows", "unrepaired"}``
     most severe first; ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total``
     findings (masked), each with ``session_url`` / ``repair_url`` / ``collision_url``
-    where they apply; ``unrepaired`` counts the findings without a repair (the page
+    where they apply and ``first`` (``[{"heal", "check"}]``: the session's repairs to
+    apply before this one, ``actions.registry.repair_first``); ``unrepaired`` counts the findings without a repair (the page
     then shows the check's ``next_step``)."""
 
     health: object
@@ -76,10 +77,16 @@ def health_page(store, *, user) -> HealthPage:
             row["session_url"] = urls["session_url"](sid)
             if finding.get("heal"):
                 row["repair_url"] = urls["repair_url"](sid)
+                # A repair this one depends on is offered first (a hide before the recount).
+                first = repair_first(finding["heal"], health.findings_of(sid))
+                if first:
+                    row["first"] = [{"heal": f["heal"], "check": f["check"]} for f in first]
             elif finding["check"] == "id_collision":
                 row["collision_url"] = urls["collision_url"](sid)
         group["rows"].append(row)
-    ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9), g["code"]))
+    # Most severe first; within a severity, repairs in the order they are applied.
+    ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9),
+                                                     rank(getattr(g["check"], "heal", None)), g["code"]))
     return HealthPage(health=health, groups=ordered, counts=health.counts(), entry=health.entry,
                       catalog=sorted(CHECKS.values(), key=lambda c: c.code))
 
@@ -97,6 +104,7 @@ class RepairPreview:
     plan_data: dict | None
     live: object
     permission: str
+    first: list = field(default_factory=list)
 
 
 def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
@@ -128,5 +136,9 @@ def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
                                changes=[replace(c, before=masker.value(c.before), after=masker.value(c.after))
                                         for c in plan.changes])
     permission = ACTIONS[plan.action].permission if plan is not None else "run_heal"
+    first = []
+    if plan is not None and prerequisites(plan.action):
+        codes = [c.code for c in CHECKS.values() if c.heal in prerequisites(plan.action)]
+        first = repair_first(plan.action, run_store_checks(store, session_id=session_id, only=codes).findings)
     return RepairPreview(check=CHECKS[code], finding=finding, plan=plan, plan_data=data, live=live,
-                         permission=permission)
+                         permission=permission, first=first)

@@ -22,10 +22,12 @@ import sqlite3
 import time
 from dataclasses import dataclass, field, replace
 
+from ..actions.registry import rank, repair_first
 from ..actions.transcripts import jsonl_path
 from ..checks import Finding, run_store_checks
 from ..checks.ownership import collision_profiles
 from ..checks.registry import BY_CODE as CHECKS
+from ..health import SEVERITY_ORDER as SEVERITY_RANK
 from ..health import ProfileHealth, latest
 from ..secrets import masker_for
 from ..stores import jsonl, registry
@@ -67,7 +69,8 @@ class LivenessBox:
 class SessionPage:
     """Everything the session page shows. ``page`` is None without the transcript
     permission; ``notice`` is a message for the user (an ``at`` id not on the page);
-    ``findings`` are ``(Finding, Check | None)`` pairs, ``markers`` message id ->
+    ``findings`` are ``(Finding, Check | None, [Finding])`` triples in repair order, the
+    list the findings of this session whose repairs come first; ``markers`` message id ->
     findings; ``findings_stored`` True when they come from ``findings_run``."""
 
     session: dict | None
@@ -151,7 +154,8 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         usage=[(k, session.get(k)) for k in USAGE_COLUMNS if session and k in session],
         usage_rows=usage, model_config=shown.get("model_config"), system_prompt=prompt,
         parent=parent, children=children, chain=chain if len(chain) > 1 else [],
-        findings=[(f, CHECKS.get(f.check)) for f in findings], markers=message_markers(findings),
+        findings=[(f, CHECKS.get(f.check), repair_first(f.heal, findings)) for f in in_repair_order(findings)],
+        markers=message_markers(findings),
         findings_stored=stored, findings_run=health.run if stored else None, liveness=box,
         jsonl_name=_jsonl_name(store, session_id), other_copies=other_copies(store, session_id, health),
         live_check_rows=LIVE_CHECK_ROWS, notice=notice,
@@ -219,6 +223,12 @@ def _mask_page(masker, session, page) -> None:
             msg.row[key] = masker(msg.row.get(key))
         for call in msg.tool_calls:
             call["arguments"] = masker(call["arguments"])
+
+
+def in_repair_order(findings) -> list:
+    """Most severe first, and within a severity the repairs in the order they are
+    applied (docs/architecture.md §5.2): a duplicate's hide before the recount."""
+    return sorted(findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9), rank(f.heal)))
 
 
 def message_markers(findings) -> dict[int, list]:

@@ -129,7 +129,11 @@ def _health_row(f) -> str:
     session = (f'<a href="{_v(f.get("session_url", ""))}"><code dir="auto">{_v(sid)}</code></a>' if sid
                else '<span class="muted">store</span>')
     heal = f.get("heal")
-    if heal and sid:
+    if heal and sid and f.get("first"):  # a repair it depends on comes first, and may heal this too
+        repair = "".join(f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(d["check"]))}" class="first">'
+                         f'Preview {_v(d["heal"])} first</a> ' for d in f["first"])
+        repair += f'<span class="muted small">it may heal this too ({_v(heal)} is planned again after it)</span>'
+    elif heal and sid:
         repair = (f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(f.get("check", "")))}">Preview '
                   f'{_v(heal)}</a>')
     elif heal:

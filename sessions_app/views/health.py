@@ -117,7 +117,7 @@ def repair_preview(request, store, session_id):
     return render(request, "sessions/repair.html", {
         "store": store, "session_id": session_id, "check": shown.check, "finding": shown.finding,
         "plan": shown.plan, "token": token, "live": shown.live, "permission": shown.permission,
-        "can_apply": request.user.has_perm(f"sessions_app.{shown.permission}"),
+        "can_apply": request.user.has_perm(f"sessions_app.{shown.permission}"), "first": shown.first,
     })
 
 

@@ -69,3 +69,35 @@ def test_a_finding_without_repair_says_what_to_do_next(admin_client, home):
     assert f"<strong>Next step:</strong> {step}</p>" in health
     # A check whose findings all carry a repair shows no next step.
     assert 'class="next-step" data-check="counter_drift"' not in health
+
+
+def duplicate_without_count(store, sid):
+    with store.read() as conn:
+        [(content, ts)] = conn.execute("SELECT content, timestamp FROM messages WHERE session_id = ? AND role = 'user' "
+                                       "ORDER BY id LIMIT 1", (sid,)).fetchall()
+    with damage(store) as db:
+        db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, ?)",
+                   (sid, content, ts))
+
+
+def test_the_hide_is_offered_before_the_recount_it_makes_unneeded(admin_client, home):
+    sid = IDS["long"]
+    duplicate_without_count(registry.get("default"), sid)
+    check_pass(admin_client)
+    health = text(admin_client.get("/p/default/health/"))
+    assert health.index('id="check-duplicate_live_rows"') < health.index('id="check-counter_drift"')
+    drift = health[health.index('id="check-counter_drift"'):]
+    row = drift[drift.index(f'>{sid}</code>'):]
+    row = row[:row.index("</tr>")]
+    assert f'href="/p/default/s/{sid}/repair/?check=duplicate_live_rows" class="first">Preview hide_duplicates first' in row
+    assert "Preview recount_session</a>" not in row
+
+    session = text(admin_client.get(f"/p/default/s/{sid}/"))
+    box = session[session.index('id="findings"'):]
+    assert box.index("duplicate_live_rows") < box.index("counter_drift")
+    assert "Preview hide_duplicates first</a>" in box and "Preview repair (recount_session)" not in box
+
+    preview = text(admin_client.get(f"/p/default/s/{sid}/repair/?check=counter_drift"))
+    assert 'class="notice repair-first">Repair first: ' in preview
+    assert "Message written twice (hide_duplicates)</a>" in preview
+    assert 'class="notice repair-first"' not in text(admin_client.get(f"/p/default/s/{sid}/repair/?check=duplicate_live_rows"))

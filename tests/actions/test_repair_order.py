@@ -1,0 +1,83 @@
+"""Repairs in the order their dependencies ask for (docs/architecture.md §5.2), on
+real-release stores: a duplicate row that also makes the message count wrong is
+healed by hiding it alone; the recount planned beside it is planned again and
+dropped, never applied with the duplicate counted."""
+
+import pytest
+
+from sessions_app.actions import registry
+from sessions_app.actions.base import Plan
+from sessions_app.checks import run_store_checks
+from tests.checks.helpers import damage, hermes
+from tests.conftest import ids
+
+from .conftest import heal, profile_entry, store
+
+pytestmark = pytest.mark.django_db
+
+MODERN = ["default", "edge"]  # 0.19.0 and the newest shape
+
+
+def rows(s, sql, params=()):
+    with s.read() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def duplicate_without_count(s, sid) -> int:
+    """A second writer saves the first user message again without counting it (the
+    session's message_count then disagrees with its active rows): returns the copy's id."""
+    [(content, ts)] = rows(s, "SELECT content, timestamp FROM messages WHERE session_id = ? AND role = 'user' "
+                              "ORDER BY id LIMIT 1", (sid,))
+    with damage(s) as db:
+        return db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, ?)",
+                          (sid, content, ts)).lastrowid
+
+
+def plan(action, sid="s1"):
+    return Plan(action=action, check="x", profile="p", store_path="/x", session_id=sid, summary="")
+
+
+def test_the_order_puts_every_repair_after_what_it_depends_on():
+    names = [p.action for p in registry.order([plan(n) for n in sorted(registry.ACTIONS)])]
+    for name in names:
+        for dep in registry.prerequisites(name):
+            assert names.index(dep) < names.index(name), (dep, name)
+    assert names.index("hide_duplicates") < names.index("recount_session") < names.index("move_to_owner_store")
+    assert names.index("move_to_owner_store") < names.index("stamp_owner")
+    # Waiting is per session, except after a move (it carries its unit's sessions along).
+    earlier = [plan("hide_duplicates", "other"), plan("move_to_owner_store", "parent")]
+    assert registry.waits_for(plan("recount_session", "s1"), earlier) == []
+    assert registry.waits_for(plan("recount_session", "other"), earlier) == ["hide_duplicates"]
+    assert registry.waits_for(plan("stamp_owner", "child"), earlier) == ["move_to_owner_store"]
+
+
+@pytest.mark.parametrize("profile", MODERN)
+def test_a_duplicate_and_the_wrong_count_it_causes_need_one_repair(aged_home, profile):
+    s = store(aged_home, profile)
+    sid = ids(profile)["long"]
+    copy = duplicate_without_count(s, sid)
+    [(count,)] = rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,))
+    found = {f.check: f for f in run_store_checks(s, session_id=sid).findings}
+    assert {"duplicate_live_rows", "counter_drift"} <= set(found)
+    assert found["counter_drift"].evidence["active_rows"] == count + 1  # the recount alone would count the copy
+
+    # A dry run offers the hide first and says the recount waits for it.
+    code, dry = heal("--profile", profile, "--json")
+    mine = [a for a in profile_entry(dry, profile)["actions"] if a["session_id"] == sid]
+    assert [a["action"] for a in mine] == ["hide_duplicates", "recount_session"]
+    assert mine[1]["status"] == "planned" and "after hide_duplicates" in mine[1]["reason"]
+
+    code, report = heal("--profile", profile, "--apply", "--json")
+    entry = profile_entry(report, profile)
+    mine = {a["action"]: a for a in entry["actions"] if a["session_id"] == sid}
+    assert mine["hide_duplicates"]["status"] == "applied"
+    assert mine["recount_session"]["status"] == "skipped"
+    assert mine["recount_session"]["reason"] == "not needed any more: hide_duplicates healed it"
+    assert [f for f in entry["findings"] if f["session_id"] == sid and f["severity"] != "info"] == []
+    # The copy is hidden (never deleted), and the count is what it was: the real messages.
+    assert rows(s, "SELECT active FROM messages WHERE id = ?", (copy,)) == [(0,)]
+    assert rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,)) == [(count,)]
+    assert not [f for f in run_store_checks(s, session_id=sid).findings if f.severity != "info"]
+    # A real release reads the session as it was before the damage.
+    if profile == "default":
+        assert hermes(s, f"print(len(db.get_messages({sid!r})))").strip() == str(count)
