@@ -336,22 +336,52 @@ def run_bulk_flags(run, progress) -> dict:
     "flags"``): ``run.plans`` holds ``{profile, session_id, flag, value}`` items,
     each its own guarded write and audit event. Report in the heal report shape."""
     flagger = Flagger(actor=run.actor, actor_label=run.actor_label, run=run, request_address=run.request_address)
+    return run_changes(flagger, list(run.plans), progress)
+
+
+def run_changes(flagger: Flagger, items: list[dict], progress=None) -> dict:
+    """Flag changes and renames, each its own guarded write and audit event, as a
+    version-1 report (``mode`` ``flags``). An item is ``{profile, session_id, flag,
+    value}`` or ``{profile, session_id, rename}`` (a title :func:`clean_title`
+    accepted; None clears it). A rename expects the title the session has when its
+    turn comes (the re-check inside the transaction still catches a change).
+
+    Each ``actions[]`` entry adds ``refused`` (the write was refused) and ``retry``
+    (not done for a passing reason: an agent holds the session, the store stayed
+    locked, it changed meanwhile; ``Outcome.retry``)."""
     report = RunReport(mode="flags")
-    items = list(run.plans)
     for n, item in enumerate(items, start=1):
         key, sid = str(item.get("profile", "")), str(item.get("session_id", ""))
+        renaming = "rename" in item
         flag, value = str(item.get("flag", "")), bool(item.get("value"))
+        action = RENAME_ACTION if renaming else FLAG_ACTION
         store = registry.get(key)
         entry = report.profile(key, str(store.path) if store else "")
-        if store is None or flag not in FLAGS:
+        refused = retry = False
+        if store is None or not (renaming or flag in FLAGS):
             status, reason = "failed", "the profile no longer exists" if store is None else f"unknown flag {flag!r}"
-            flagger.note(store, FLAG_ACTION, [sid], "failed", reason, profile=key)
+            flagger.note(store, action, [sid], "failed", reason, profile=key)
         else:
-            outcome = flagger.set_flag(store, sid, flag, value)
-            status, reason = outcome.report_status, outcome.reason
+            try:
+                state = flag_state(store, sid) if renaming else None
+            except (sqlite3.Error, OSError) as exc:
+                # The title could not be read before the write: the write would hit the same.
+                retry = "locked" in str(exc)  # busy passes; damaged does not
+                status = "skipped" if retry else "failed"
+                reason, outcome = f"the store could not be read ({exc}); nothing written", None
+            else:
+                outcome = (flagger.rename(store, sid, item["rename"], state.title if state else None) if renaming
+                           else flagger.set_flag(store, sid, flag, value))
+            if outcome is not None:
+                status, reason = outcome.report_status, outcome.reason
+                refused, retry = outcome.refused, outcome.retry
             backup = flagger.backups.get(str(store.path))
             entry.backup = backup.path if backup else None
-        entry.actions.append({"action": FLAG_ACTION, "session_id": sid, "status": status, "reason": reason,
-                              "changes": [], "flag": flag, "value": int(value)})
-        progress(f"{VERBS.get((flag, int(value)), flag)} {sid}: {status}", n, len(items))
+        done = {"action": action, "session_id": sid, "status": status, "reason": reason, "changes": [],
+                "refused": refused, "retry": retry}
+        done.update({"title": item["rename"]} if renaming else {"flag": flag, "value": int(value)})
+        entry.actions.append(done)
+        if progress:
+            what = "rename" if renaming else VERBS.get((flag, int(value)), flag)
+            progress(f"{what} {sid}: {status}", n, len(items))
     return report.as_json()

@@ -116,6 +116,8 @@ class Outcome:
     restores), ``rows_changed`` their sum or the rows a repair changed.
     ``refused``: a refusal (audited as ``refused``; its status is the write's
     ``refused_status``: ``refused`` for deletions, ``skipped`` in repair runs).
+    ``retry``: not done for a passing reason (the store stayed locked, the state
+    changed meanwhile, liveness evidence): a later run may do it.
     ``plan`` is the action's plan (``Plan``, ``DeletePlan``…); ``entry`` the
     trash entry of a deletion or restore; ``changed``/``override``/``nonce``
     belong to confirmed deletions.
@@ -135,6 +137,7 @@ class Outcome:
     problems: list = field(default_factory=list)
     entry: object = None
     refused: bool = False
+    retry: bool = False
     changed: bool = False
     override: bool = False
     nonce: str = ""
@@ -381,10 +384,13 @@ def _mapped(outcome: Outcome, store: Store | None, write: Write):
     except Refused as exc:
         outcome.status, outcome.reason, outcome.refused = write.refused_status, str(exc), True
         outcome.evidence = outcome.evidence or exc.evidence
+        outcome.retry = bool(exc.evidence)  # an agent holds it: a passing state
     except StoreBusy:
         outcome.status, outcome.reason = "skipped", f"the store stayed locked; {nothing}, retry later"
+        outcome.retry = True
     except Changed as exc:
         outcome.status, outcome.reason = "skipped", f"changed since it was planned ({exc}); {nothing}"
+        outcome.retry = True
     except BackupError as exc:
         outcome.status, outcome.reason = "failed", f"no write: {exc}"
     except Mismatch as exc:
