@@ -459,15 +459,23 @@ class GuardedWriter:
         self.record(store, write, outcome, int((time.monotonic() - started) * 1000), event=event)
         return outcome
 
-    def steps(self, store: Store, write: Write, outcome: Outcome) -> None:
-        """Steps 3 to 8 without the audit event (for a caller that holds its own,
-        e.g. the source side of a move). Raises what :func:`_mapped` maps."""
+    def precheck(self, store: Store, write: Write, outcome: Outcome) -> Capabilities:
+        """Steps 3 and 4 alone (hazards, then :meth:`Write.check` read-only); returns
+        the store's capabilities. Raises what :func:`_mapped` maps. A caller may run
+        them ahead, before work elsewhere that only makes sense if this write can
+        follow (a move's copy into the target, before its removal from the source)."""
         hazard = store_hazard(store)
         if hazard:
             raise Refused(hazard)
         with store.read() as conn:
             caps = store.capabilities(conn)
             write.check(WriteContext(store, conn, caps, time.time(), False, outcome))
+        return caps
+
+    def steps(self, store: Store, write: Write, outcome: Outcome) -> None:
+        """Steps 3 to 8 without the audit event (for a caller that holds its own,
+        e.g. the source side of a move). Raises what :func:`_mapped` maps."""
+        caps = self.precheck(store, write, outcome)
         if not write.writes_store:
             write.execute(WriteContext(store, None, caps, time.time(), False, outcome))
         else:

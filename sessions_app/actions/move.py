@@ -16,8 +16,12 @@ How (:meth:`MoveToOwnerStore.run`, the multi-store orchestrator the engine calls
 1. refuse while an agent holds any moved session (turn lease, compression lock,
    registry entry, gateway route, recent activity; either store) or a gateway
    backend of either profile heartbeats (docs/store.md §7, §11.1 "refuses while a gateway
-   owning any touched store is live"); re-read both stores against the plan;
-2. back up both stores (once per store per run, ground rule 4);
+   owning any touched store is live"); re-read both stores against the plan. The
+   source's checks are step 5's own (``RemoveFromSource``) run ahead through the
+   guarded write (``GuardedWriter.precheck``), the target's those of the copy's
+   guarded write: no check of its own here;
+2. back up both stores (once per store per run, ground rule 4): the source before
+   the copy, the target by the copy's guarded write;
 3. the source is read inside one read transaction (``BEGIN`` on its read-only
    connection), so the copy and its check see one snapshot, which must still match
    the plan; in one guarded write transaction on the target: prompt rows
@@ -54,7 +58,6 @@ Longer than most modules on purpose: the plan reads two stores and must say prec
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 from ..stores.session_files import belongs_to
@@ -63,7 +66,7 @@ from ..stores import jsonl
 from ..stores.connection import classify_error
 from ..stores.store import Store
 from .base import Action, Change, one
-from .guarded import Changed, Refused, Skip, jsonable, refuse_live, store_hazard
+from .guarded import Changed, Refused, Skip, refuse_live
 from .files import ensure_sessions_dir, move_without_loss, session_files_by_id as session_files
 from .move_copy import (  # noqa: F401  (NOT_COPIED: what a move never copies, used by tests)
     NOT_COPIED, CopyIntoTarget, RemoveFromSource, copy_difference, message_columns, messages_print,
@@ -330,28 +333,23 @@ class MoveToOwnerStore(Action):
         target = sibling_store(store, p["target_profile"].split("@")[0])
         if target is None or str(target.path) != p["target_path"]:
             raise Changed(f"profile {p['target_profile']} is gone")
-        for each in (store, target):
-            hazard = store_hazard(each)
-            if hazard:
-                raise Refused(f"{each.key}: {hazard}")
-        now = time.time()
-        with store.read() as conn:
-            caps = store.capabilities(conn)
-            self._refuse(store, conn, caps, members, now)
-            if jsonable(self.state(conn, caps, plan)) != plan.guard["source"]:
-                raise Changed("re-read before writing")
-        with target.read() as tconn:
-            tcaps = target.capabilities(tconn)
-            self._refuse(target, tconn, tcaps, members, now)
-            if jsonable(self.target_state(tconn, tcaps, plan)) != plan.guard["target"]:
-                raise Changed(f"{target.key} re-read before writing")
+        source = RemoveFromSource(self, plan, target)
+        # The source's own pre-checks (hazards, liveness, planned state: the guarded
+        # write's steps 3 and 4) and its backup come before the copy: a copy whose
+        # source may not give its rows up would only leave an id_collision behind.
+        # The target's are the copy's own guarded write (CopyIntoTarget).
+        try:
+            caps = writer.precheck(store, source, outcome)
+        except Refused as exc:
+            raise Refused(f"{store.key}: {exc}", exc.evidence) from exc
         outcome.backup = writer.backup_for(store)
-        target_backup = writer.backup_for(target)
         to_copy = [sid for sid in members if sid not in finish]
         copied = 0
         if to_copy:
             copy = CopyIntoTarget(self, plan, store, caps, to_copy)
             done = writer.perform(target, copy)  # the target's own audit event
+            if done.refused:  # a hazard or a live session there: refused as before any write
+                raise Refused(f"{target.key}: {copy.failure}", done.evidence)
             if done.status != "applied":
                 outcome.status = "failed" if copy.differs else done.status
                 outcome.reason = (f"verify: {copy.differs}; nothing written to {target.key}, nothing removed "
@@ -369,7 +367,6 @@ class MoveToOwnerStore(Action):
                 outcome.reason = (f"verify: {problem} in {target.key} since the move was planned; nothing removed "
                                   f"from {store.key} (compare the two copies: an id_collision)")
                 return
-        source = RemoveFromSource(self, plan, target)
         try:
             writer.steps(store, source, outcome)
         except Changed as exc:
@@ -390,7 +387,8 @@ class MoveToOwnerStore(Action):
                           + (f"; files moved: {', '.join(moved)}" if moved else "")
                           + (f"; files NOT moved, still in {store.key}'s sessions/ (move them to "
                              f"{target.profile.sessions_dir} by hand): {'; '.join(unmoved)}" if unmoved else "")
-                          + f"; backup of {target.key}: {target_backup.path}")
+                          + (f"; backup of {target.key}: {writer.backups[str(target.path)].path}"
+                             if str(target.path) in writer.backups else ""))
 
     @staticmethod
     def _refuse(store, conn, caps, ids, now, inside: bool = False) -> None:

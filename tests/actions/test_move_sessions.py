@@ -205,6 +205,7 @@ assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
     [refused] = moves(report, "edge")
     assert refused["status"] == "skipped" and "compression_lock" in refused["reason"]
     assert AuditEvent.objects.get(action="move_to_owner_store").outcome == "refused"
+    assert not exists(store(aged_home, "ops"), sid)  # refused before anything was copied
     with damage(src) as db:
         db.execute("DELETE FROM compression_locks")
         db.execute("INSERT INTO gateway_heartbeats (backend_id, pid, started_at, last_heartbeat, profile, host) "
@@ -477,3 +478,26 @@ def test_column_names_are_quoted(aged_home):
     assert not plan.blocked and any('messages.odd"col' in n for n in plan.params["notes"])
     assert _apply(src, plan).status == "applied"
     assert exists(dst, sid) and not exists(src, sid)
+
+
+def test_a_live_registry_entry_in_the_owner_refuses_the_copy_and_the_source_stays(aged_home):
+    """The target's checks are the copy's own guarded write: an agent of the owner's
+    profile registered the session (runtime/active_sessions.json of a running
+    process), so nothing is copied there and nothing leaves the source."""
+    import json
+
+    src, dst = store(aged_home, "edge"), store(aged_home, "ops")
+    sid = ids("edge")["long"]
+    rekey(src, sid, "agent:ops:telegram:dm:4242")
+    runtime = dst.profile.home / "runtime"
+    runtime.mkdir(exist_ok=True)
+    (runtime / "active_sessions.json").write_text(json.dumps({"entries": [
+        {"session_id": sid, "pid": os.getpid(), "surface": "telegram", "started_at": time.time() - 60}]}))
+    before = rows(src, "SELECT * FROM messages WHERE session_id = ?", (sid,))
+    code, report = heal("--profile", "edge", "--only", "owner_mismatch", "--apply", "--json")
+    [refused] = moves(report, "edge")
+    assert refused["status"] == "skipped" and refused["reason"].startswith("ops: ")
+    assert "registry" in refused["reason"] and sid in refused["reason"]
+    assert exists(src, sid) and not exists(dst, sid)
+    assert rows(src, "SELECT * FROM messages WHERE session_id = ?", (sid,)) == before
+    assert not AuditEvent.objects.filter(outcome="applied").exists()
