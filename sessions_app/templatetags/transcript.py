@@ -13,6 +13,8 @@ renders both and compares). No store is read here: the rows are the page's
 
 from __future__ import annotations
 
+import html
+
 from django import template
 from django.template.defaultfilters import filesizeformat, slugify, urlencode
 from django.urls import reverse
@@ -27,6 +29,10 @@ register = template.Library()
 
 def _v(value) -> str:
     """``{{ value }}`` with autoescaping on (Django's ``render_value_in_context``)."""
+    if type(value) is str:
+        # What localize() and conditional_escape() do with a plain (unsafe) str,
+        # without their lazy-text wrappers: tens of thousands of values a page.
+        return html.escape(value)
     value = localize(value)
     return conditional_escape(value if isinstance(value, str) else str(value))
 
