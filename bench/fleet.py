@@ -7,10 +7,12 @@
 Two copies of ``--home``: one is the dashboard's own root (the local profile),
 the other the root of a real Celery worker (``bench-host``, ``-P threads``) on the
 same machine, so both sides read identical stores. Measured in this process with
-Django's test client (no HTTP: the same cost on both sides), warm, medians of
-``--repeat`` views: the sessions list of one profile, its first session page
-with the most messages, and the bare task round trip (``ping``). Prints a
-Markdown table (milliseconds; added latency = remote − local).
+Django's test client (no HTTP: the same cost on both sides), warm, local and
+remote views interleaved, medians of ``--repeat`` views: the sessions list of one
+profile, its session page with the most messages, the profile page, and the task
+round trips alone (``ping``, the list's and the page's reads). Prints a Markdown
+table (milliseconds; added latency = remote − local). ``--profile-page URL``
+prints a cProfile of 10 views of one page instead (where a page's time goes).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--home", default=str(REPO / "tests" / "fixtures" / "hermes_home"))
     parser.add_argument("--profile", default="default")
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--profile-page", metavar="URL", help="print a cProfile of 10 views of URL and stop")
     args = parser.parse_args()
     if not os.environ.get("CELERY_BROKER_URL") or not os.environ.get("DATABASE_URL"):
         sys.exit("set CELERY_BROKER_URL (Redis) and DATABASE_URL (PostgreSQL) first")
@@ -83,15 +86,17 @@ def main() -> None:
         answer = fleet.ask("bench-host", "sessions", filters={"profiles": [rkey]}, limit=200)
         sid = max(answer.data["rows"], key=lambda r: r.get("message_count") or 0)["id"]
 
-        def median_ms(fn):
-            fn()
-            fn()
-            times = []
-            for _ in range(args.repeat):
-                t = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t) * 1000)
-            return statistics.median(times)
+        def interleaved(*fns):
+            """Medians (ms) of ``fns`` called in turn, ``--repeat`` rounds after two
+            warm-up rounds: local and remote share the machine's moments alike."""
+            times = [[] for _ in fns]
+            for n in range(args.repeat + 2):
+                for fn, spent in zip(fns, times):
+                    t = time.perf_counter()
+                    fn()
+                    if n >= 2:
+                        spent.append((time.perf_counter() - t) * 1000)
+            return [statistics.median(t) for t in times]
 
         def get(url, fleet_on):
             from django.conf import settings
@@ -107,14 +112,31 @@ def main() -> None:
              f"/p/{quote(args.profile)}/s/{quote(sid)}/", f"/fleet/p/{quote(rkey)}/s/{quote(sid)}/"),
             ("profile page", f"/p/{quote(args.profile)}/", f"/fleet/p/{quote(rkey)}/"),
         ]
-        print(f"| page ({args.repeat} views, median) | local ms | remote ms | added ms |")
+        if args.profile_page:
+            import cProfile
+            import pstats
+
+            get(args.profile_page, True)
+            with cProfile.Profile() as prof:
+                for _ in range(10):
+                    get(args.profile_page, True)
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+            return
+        print(f"| page ({args.repeat} views each, interleaved, median) | local ms | remote ms | added ms |")
         print("|---|---:|---:|---:|")
         for label, local_url, remote_url in pages:
-            lo = median_ms(lambda: get(local_url, False))
-            re_ = median_ms(lambda: get(remote_url, True))
+            lo, re_ = interleaved(lambda: get(local_url, False), lambda: get(remote_url, True))
             print(f"| {label} | {lo:.1f} | {re_:.1f} | {re_ - lo:+.1f} |")
-        ping = median_ms(lambda: fleet.ask("bench-host", "ping"))
-        print(f"| task round trip alone (`ping`) | — | {ping:.1f} | {ping:+.1f} |")
+        reads = {
+            "`ping`": ("ping", {}),
+            "`sessions` (the list's read)": ("sessions", {"filters": {"profiles": [rkey]}, "limit": 50}),
+            "`session` (the page's read)": ("session", {"key": rkey, "session_id": sid, "size": 100}),
+        }
+        alone = interleaved(*[lambda op=op, kw=kw: fleet.ask("bench-host", op, **kw) for op, kw in reads.values()])
+        for label, ms in zip(reads, alone):
+            print(f"| task round trip alone: {label} | — | {ms:.1f} | {ms:+.1f} |")
+        print(f"\nload average (1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
+              f"on {os.cpu_count()} cores")
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=30)

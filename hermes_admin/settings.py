@@ -61,7 +61,8 @@ Fleet mode (docs/architecture.md, Fleet; README "Many hosts"): off unless
   ``HERMES_ADMIN_FLEET_REDELIVER``: seconds after which a task a dead worker had
   taken is handed out again (Redis ``visibility_timeout``, default 3600);
   ``HERMES_ADMIN_FLEET_EXPORT_CHUNK``: bytes of one chunk of a remote export
-  (default 1 MiB; one read task per chunk).
+  (default 1 MiB; one read task per chunk); ``HERMES_ADMIN_FLEET_HOSTS_TTL``:
+  seconds a dashboard process reuses its read of the heartbeat rows (default 2).
 
 Importing these settings sets the process umask to ``077`` (``hermes_admin.private``):
 everything the dashboard creates in its data folder is private to its user.
@@ -403,6 +404,8 @@ HERMES_ADMIN_HOST = os.environ.get("HERMES_ADMIN_HOST", "").strip()
 HERMES_FLEET_TIMEOUT = env_float("HERMES_ADMIN_FLEET_TIMEOUT", 5.0)
 HERMES_FLEET_HEARTBEAT = env_float("HERMES_ADMIN_FLEET_HEARTBEAT", 15.0)
 HERMES_FLEET_UNREACHABLE = env_float("HERMES_ADMIN_FLEET_UNREACHABLE", 60.0)
+# Seconds a dashboard process reuses its read of the hosts' heartbeat rows.
+HERMES_FLEET_HOSTS_TTL = env_float("HERMES_ADMIN_FLEET_HOSTS_TTL", 2.0)
 # Bytes of one chunk of a remote export (one read task each).
 HERMES_FLEET_EXPORT_CHUNK = int(env_float("HERMES_ADMIN_FLEET_EXPORT_CHUNK", 1024 * 1024))
 # JSON only: a pickled payload from the broker would run code (Celery, Security).
@@ -420,7 +423,10 @@ _REDELIVER = env_float("HERMES_ADMIN_FLEET_REDELIVER", 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": _REDELIVER,
                                    "unacked_restore_interval": max(1, min(10, int(_REDELIVER // 2))),
                                    "unacked_restore_throttle": 1}
-CELERY_RESULT_EXPIRES = 3600
+# Only reads store results (run_job ignores its own: the run row is the record), and
+# the dashboard waits at most HERMES_FLEET_TIMEOUT for one, so a result is dead
+# weight in Redis after that (export chunks are up to a MiB each).
+CELERY_RESULT_EXPIRES = int(max(60, 4 * HERMES_FLEET_TIMEOUT))
 CELERY_TASK_DEFAULT_QUEUE = "hermes.dashboard"  # never consumed: every task names its host's queue
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

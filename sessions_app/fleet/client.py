@@ -64,14 +64,31 @@ def celery_app():
     return app
 
 
-def hosts() -> list[HostView]:
-    """Every host that ever announced itself, by name, with its reachability."""
+_rows_cache: tuple[float, list] = (float("-inf"), [])
+
+
+def _rows() -> list:
+    """The ``FleetHost`` rows, read at most once per ``HERMES_FLEET_HOSTS_TTL`` seconds
+    per process: heartbeats come every ``HERMES_FLEET_HEARTBEAT`` seconds, so a
+    fresher read tells nothing new, and each page saves a database round trip
+    (docs/benchmarks.md, Fleet). Reachability is judged on every call."""
+    global _rows_cache
     from .models import FleetHost
 
+    ttl = float(getattr(settings, "HERMES_FLEET_HOSTS_TTL", 0))
+    read_at, rows = _rows_cache
+    if ttl <= 0 or time.monotonic() - read_at > ttl:
+        rows = list(FleetHost.objects.all())
+        _rows_cache = (time.monotonic(), rows)
+    return rows
+
+
+def hosts() -> list[HostView]:
+    """Every host that ever announced itself, by name, with its reachability."""
     now = timezone.now()
     window = float(settings.HERMES_FLEET_UNREACHABLE)
     out = []
-    for row in FleetHost.objects.all():
+    for row in _rows():
         age = (now - row.last_seen).total_seconds()
         if row.stopped_at is not None and row.stopped_at >= row.last_seen:
             out.append(HostView(row, False, age, f"its worker stopped at {row.stopped_at:%Y-%m-%d %H:%M:%S} UTC"))
@@ -114,13 +131,13 @@ def collect(pending, timeout: float) -> list[Answer]:
         except CeleryTimeout:
             answers.append(Answer(name, False, error=f"host {name} did not answer within {timeout:g} s",
                                   seconds=time.monotonic() - started))
-            result.forget()
             continue
         except Exception as exc:  # the result backend away
             answers.append(Answer(name, False, error=f"no answer from host {name}: {exc.__class__.__name__}: {exc}"))
             continue
         spent = time.monotonic() - started
-        result.forget()
+        # No result.forget(): two more Redis round trips per read, each a chance to lose
+        # the CPU on a busy machine; read results expire by CELERY_RESULT_EXPIRES instead.
         if result.failed() or not isinstance(value, dict):
             answers.append(Answer(name, False, error=f"host {name} failed to answer: {value!r}"[:500], seconds=spent))
         elif not value.get("ok"):
@@ -130,11 +147,13 @@ def collect(pending, timeout: float) -> list[Answer]:
     return answers
 
 
-def ask_many(calls: list[tuple[str, str, dict]], timeout: float | None = None) -> list[Answer]:
+def ask_many(calls: list[tuple[str, str, dict]], timeout: float | None = None,
+             views: list[HostView] | None = None) -> list[Answer]:
     """``(host, op, kwargs)`` reads sent at once; answers in the same order. An
-    unreachable host is answered here without a task."""
+    unreachable host is answered here without a task. ``views``: the hosts as the
+    page already read them (:func:`hosts`), so a page reads the table once."""
     timeout = float(settings.HERMES_FLEET_TIMEOUT if timeout is None else timeout)
-    known = {h.name: h for h in hosts()}
+    known = {h.name: h for h in (hosts() if views is None else views)}
     pending = []
     for name, op, kwargs in calls:
         view = known.get(name)
@@ -150,9 +169,12 @@ def ask_many(calls: list[tuple[str, str, dict]], timeout: float | None = None) -
     return collect(pending, timeout)
 
 
-def ask(host_name: str, op: str, timeout: float | None = None, **kwargs) -> Answer:
-    """One read from one host (see :func:`ask_many`)."""
-    return ask_many([(host_name, op, kwargs)], timeout)[0]
+def ask(host: str | HostView, op: str, timeout: float | None = None, **kwargs) -> Answer:
+    """One read from one host, named or as a :class:`HostView` the page already has
+    (see :func:`ask_many`)."""
+    if isinstance(host, HostView):
+        return ask_many([(host.name, op, kwargs)], timeout, views=[host])[0]
+    return ask_many([(host, op, kwargs)], timeout)[0]
 
 
 def start_run(run, host_name: str):

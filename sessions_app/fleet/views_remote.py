@@ -40,9 +40,9 @@ def search_page(request):
     size = int(request.GET.get("size")) if request.GET.get("size") in {str(n) for n in SEARCH_SIZES} else 20
     context = {"q": q, "size": size, "sizes": SEARCH_SIZES, "answers": []}
     if q:
-        calls = [(h.name, "search", {"q": q, "limit": size, "masked": masking_for(request.user)})
-                 for h in client.hosts()]
-        context["answers"] = client.ask_many(calls)
+        views = client.hosts()
+        calls = [(h.name, "search", {"q": q, "limit": size, "masked": masking_for(request.user)}) for h in views]
+        context["answers"] = client.ask_many(calls, views=views)
     return render(request, "fleet/search.html", context)
 
 
@@ -65,7 +65,7 @@ def session_export(request, profile, session_id, fmt):
     args = {"key": profile, "session_id": session_id, "fmt": fmt, "lineage": request.GET.get("lineage") == "1",
             "include_inactive": request.GET.get("inactive") == "1", "masked": masking_for(request.user),
             "max_bytes": int(settings.HERMES_FLEET_EXPORT_CHUNK)}
-    first = client.ask(view.name, "export", **args, skip=0)
+    first = client.ask(view, "export", **args, skip=0)
     if not first.ok:
         return render(request, "fleet/session.html", {"host": view, "key": profile, "session_id": session_id,
                                                       "answer": first}, status=503)
@@ -76,7 +76,7 @@ def session_export(request, profile, session_id, fmt):
         data = first.data
         yield data["text"]
         while data.get("next") is not None:
-            answer = client.ask(view.name, "export", **args, skip=data["next"])
+            answer = client.ask(view, "export", **args, skip=data["next"])
             if not answer.ok:
                 yield _cut_short(fmt, answer.error)
                 return
@@ -110,7 +110,7 @@ def delete_session(request, profile, session_id):
     lineage = request.POST.get("lineage", request.GET.get("lineage")) == "1"
     if request.method == "POST":
         return _delete_apply(request, view, profile, session_id)
-    answer = client.ask(view.name, "delete_plan", key=profile, session_id=session_id, lineage=lineage)
+    answer = client.ask(view, "delete_plan", key=profile, session_id=session_id, lineage=lineage)
     context = {"host": view, "key": profile, "session_id": session_id, "answer": answer, "lineage": lineage}
     if not answer.ok:
         return render(request, "fleet/delete_confirm.html", context, status=503)
