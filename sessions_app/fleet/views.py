@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ..health import latest
+from ..presenters.labels import facts
 from ..secrets import mask, masking_for
 from ..stores import registry
 from ..stores.listing import Filters, list_sessions
@@ -188,7 +189,7 @@ def session_detail(request, profile, session_id):
             f["detail"] = mask(f["detail"])
     shown = ("id", "title", "source", "profile_name", "model", "started_at", "ended_at", "end_reason",
              "message_count", "parent_session_id", "session_key")
-    context.update(data=data, session=session, metadata=[(k, session.get(k)) for k in shown if k in session])
+    context.update(data=data, session=session, metadata=facts((k, session.get(k)) for k in shown if k in session))
     return render(request, "fleet/session.html", context)
 
 

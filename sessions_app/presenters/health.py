@@ -17,6 +17,7 @@ from ..health import latest
 from ..secrets import masker_for
 from ..stores import liveness
 from . import NotFound
+from .changes import ChangeTable, change_table
 
 SHOWN_PER_CHECK = 200  # rows of one check on the page; the rest are counted
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -95,8 +96,8 @@ def health_page(store, *, user) -> HealthPage:
 class RepairPreview:
     """One finding's repair: ``finding`` (None when the live check no longer finds
     it), ``plan`` and its signed form's data ``plan_data`` (unmasked: what applying
-    it executes), ``live`` (a liveness verdict other than ``not_live``), and the
-    ``permission`` the action needs."""
+    it executes), ``changes`` (the masked plan's changes as table rows), ``live`` (a
+    liveness verdict other than ``not_live``), and the ``permission`` the action needs."""
 
     check: object
     finding: object
@@ -105,6 +106,7 @@ class RepairPreview:
     live: object
     permission: str
     first: list = field(default_factory=list)
+    changes: ChangeTable | None = None
 
 
 def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
@@ -141,4 +143,5 @@ def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
         codes = [c.code for c in CHECKS.values() if c.heal in prerequisites(plan.action)]
         first = repair_first(plan.action, run_store_checks(store, session_id=session_id, only=codes).findings)
     return RepairPreview(check=CHECKS[code], finding=finding, plan=plan, plan_data=data, live=live,
-                         permission=permission, first=first)
+                         permission=permission, first=first,
+                         changes=change_table(plan.changes) if plan is not None else None)

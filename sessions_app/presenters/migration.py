@@ -21,6 +21,7 @@ from ..stores import jsonl, registry
 from ..stores.connection import classify_error
 from ..stores.transcript import decode_content, structured_text
 from . import NotFound
+from .labels import facts as labelled
 
 MIGRATION_CHECKS = ("transcript_on_disk_only", "history_lost", "owner_mismatch")
 EXCERPT = 300  # characters of a message shown in the JSONL comparison
@@ -186,7 +187,8 @@ def collision_page(store, session_id: str, *, user) -> dict:
 
 
 def _collision_copy(other, session_id: str, show_text: bool, masked: bool) -> dict | None:
-    """``{"facts", "first"}`` of ``session_id`` in ``other``, or None when it is not
+    """``{"facts", "first"}`` of ``session_id`` in ``other`` (``facts`` labelled
+    ``labels.Field`` s, message rows and the newest message's time last), or None when it is not
     there. Texts are masked whole, then cut (no ``substr`` in SQL when masking)."""
     with other.read() as conn:
         caps = other.capabilities(conn)
@@ -205,4 +207,4 @@ def _collision_copy(other, session_id: str, show_text: bool, masked: bool) -> di
                 first.append((role, _excerpt(decode_content(content)[0], masked)))
     if masked and facts.get("title"):
         facts["title"] = mask(facts["title"])
-    return {"facts": facts, "first": first}
+    return {"facts": labelled(facts.items()), "first": first}

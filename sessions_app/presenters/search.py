@@ -3,12 +3,13 @@ snippets masked for users who see masked text (``/p/<profile>/search/``)."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from ..secrets import mask, masking_for
-from ..stores.search import Results, SearchUnavailable, search
+from ..stores.search import Results, SearchUnavailable, count_hits, search
 
 HIDDEN_SNIPPET = "… (this snippet touches a masked secret; open the message to read it masked) …"
 
@@ -82,13 +83,34 @@ def mask_hits(results, texts: dict[int, str]) -> None:
 
 
 @dataclass
+class HitCount:
+    """How many messages match and in how many sessions. ``capped``: more than
+    ``messages`` match (both lower bounds); ``page_only``: the counts are of this
+    page's hits (users who see masked text: a count of every index match would tell
+    how many matched only inside secrets); ``unknown``: the query budget ran out."""
+
+    messages: int = 0
+    sessions: int = 0
+    capped: bool = False
+    page_only: bool = False
+    unknown: bool = False
+
+    @property
+    def more(self) -> bool:
+        """More than ``messages`` match in all (said as "more than")."""
+        return self.capped and not self.page_only
+
+
+@dataclass
 class SearchPage:
     """``results`` (None without a query or on a problem), ``problem`` (a
-    :class:`SearchUnavailable`), and the HTTP ``status`` (503 for a damaged index)."""
+    :class:`SearchUnavailable`), ``count`` (a :class:`HitCount` with the results),
+    and the HTTP ``status`` (503 for a damaged index)."""
 
     results: Results | None = None
     problem: SearchUnavailable | None = None
     status: int = 200
+    count: HitCount | None = None
 
 
 def search_page(store, query: str, *, user, size: int = 50, before: int | None = None) -> SearchPage:
@@ -104,13 +126,26 @@ def search_page(store, query: str, *, user, size: int = 50, before: int | None =
                              before=before)
             masking = masking_for(user)
             texts = _indexed_texts(conn, caps.columns("messages"), [h.id for h in results.hits]) if masking else {}
+            count = None if masking else _count(conn, query)
     except ValueError:
         return SearchPage(problem=SearchUnavailable("query", "Type at least one word (letters or digits)."))
     except SearchUnavailable as exc:
         return SearchPage(problem=exc, status=503 if exc.kind == "damaged" else 200)
     if masking:
         mask_hits(results, texts)
-    return SearchPage(results=results)
+        count = HitCount(len(results.hits), len({h.session_id for h in results.hits}),
+                         capped=results.next_before is not None, page_only=True)
+    return SearchPage(results=results, count=count)
+
+
+def _count(conn, query: str) -> HitCount:
+    try:
+        messages, sessions, capped = count_hits(conn, query)
+    except sqlite3.OperationalError as exc:
+        if str(exc) != "interrupted":
+            raise
+        return HitCount(unknown=True)  # the hits stand; only their count is missing
+    return HitCount(messages, sessions, capped)
 
 
 def _visible(words, *texts) -> bool:

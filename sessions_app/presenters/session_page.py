@@ -38,6 +38,7 @@ from ..stores.session_info import session_row, system_prompt, usage_rows
 from ..stores.transcript import TranscriptPage
 from ..stores.transcript import for_store as transcript_for
 from . import NotFound
+from .labels import Field, facts
 
 # A session's own checks read every row of it (seconds for 300,000 rows): above this
 # many rows the session page shows the latest pass's findings unless asked to check
@@ -68,7 +69,9 @@ class LivenessBox:
 @dataclass
 class SessionPage:
     """Everything the session page shows. ``page`` is None without the transcript
-    permission; ``notice`` is a message for the user (an ``at`` id not on the page);
+    permission; ``metadata`` / ``more_metadata`` / ``usage`` are the row's columns as
+    labelled fields (``presenters.labels``: unknown columns under their raw name);
+    ``notice`` is a message for the user (an ``at`` id not on the page);
     ``findings`` are ``(Finding, Check | None, [Finding])`` triples in repair order, the
     list the findings of this session whose repairs come first; ``markers`` message id ->
     findings; ``findings_stored`` True when they come from ``findings_run``."""
@@ -78,9 +81,9 @@ class SessionPage:
     can_read: bool
     include_inactive: bool
     has_active_column: bool
-    metadata: list[tuple]
-    more_metadata: list[tuple]
-    usage: list[tuple]
+    metadata: list[Field]
+    more_metadata: list[Field]
+    usage: list[Field]
     usage_rows: list[dict]
     model_config: object
     system_prompt: str | None
@@ -148,10 +151,10 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
     return SessionPage(
         session=session, page=page, can_read=can_read, include_inactive=include_inactive,
         has_active_column=caps.has("messages", "active"),
-        metadata=[(k, shown[k]) for k in KEY_FIELDS if k in shown],
-        more_metadata=[(k, v) for k, v in shown.items()
-                       if k not in KEY_FIELDS and k not in METADATA_HIDDEN and k not in USAGE_COLUMNS],
-        usage=[(k, session.get(k)) for k in USAGE_COLUMNS if session and k in session],
+        metadata=facts((k, shown[k]) for k in KEY_FIELDS if k in shown),
+        more_metadata=facts((k, v) for k, v in shown.items()
+                            if k not in KEY_FIELDS and k not in METADATA_HIDDEN and k not in USAGE_COLUMNS),
+        usage=facts((k, session.get(k)) for k in USAGE_COLUMNS if session and k in session),
         usage_rows=usage, model_config=shown.get("model_config"), system_prompt=prompt,
         parent=parent, children=children, chain=chain if len(chain) > 1 else [],
         findings=[(f, CHECKS.get(f.check), repair_first(f.heal, findings)) for f in in_repair_order(findings)],

@@ -231,3 +231,23 @@ def _search(conn, columns, session_columns, expression: str, limit: int, before:
         results.hits.append(Hit(id=rowid, session_id=sid, role=role, timestamp=ts, state=state,
                                 parts=split_snippet(snippet), session=sessions.get(sid)))
     return results
+
+
+COUNT_CAP = 10_000  # matches counted at most (as the sessions list counts its rows)
+
+
+def count_hits(conn: sqlite3.Connection, text: str, cap: int = COUNT_CAP) -> tuple[int, int, bool]:
+    """``(messages, sessions, capped)`` matching ``text``: index rows whose message
+    exists, counted up to ``cap`` (a doclist walk that stops there, then one primary
+    key lookup per row), and the distinct sessions they belong to; ``capped`` True
+    when more than ``cap`` rows match (both counts are then lower bounds). Raises
+    ValueError for a query with no words, ``sqlite3.OperationalError``
+    ("interrupted") past the read's query budget."""
+    # The subquery walks the index (stopping past ``cap``); messages are joined by
+    # primary key so stale index rows (no message any more) are not counted as hits.
+    matched, n, sessions = conn.execute(
+        "SELECT COUNT(*), COUNT(m.id), COUNT(DISTINCT m.session_id) FROM "
+        "(SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?) AS f "
+        "LEFT JOIN messages m ON m.id = f.rowid",
+        (fts_expression(text), cap + 1)).fetchone()
+    return min(n, cap), sessions, matched > cap

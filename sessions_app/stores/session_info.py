@@ -21,9 +21,13 @@ def _columns(model, caps: Capabilities, table: str) -> list[str]:
 
 def session_row(conn: sqlite3.Connection, caps: Capabilities, session_id: str) -> dict | None:
     """The ``sessions`` row as ``{column: value}`` (the store's own column names, in
-    the model's field order), or None when there is no such row."""
+    the model's field order, then the columns the model does not know, in the
+    table's order: a newer schema's columns still show, ground rule 8), or None
+    when there is no such row."""
     cols = _columns(AgentSession, caps, "sessions")
-    cur = conn.execute(f"SELECT {', '.join(cols)} FROM sessions WHERE id = ?", (session_id,))
+    cols += [c for c in caps.columns("sessions") if c not in cols]
+    quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in cols)
+    cur = conn.execute(f"SELECT {quoted} FROM sessions WHERE id = ?", (session_id,))
     row = cur.fetchone()
     return dict(zip(cols, row)) if row is not None else None
 

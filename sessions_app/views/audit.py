@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from ..charts import health_chart
+from ..presenters.changes import change_table
 from ..models import AuditEvent
 from ..secrets import Masker, masker_for
 from ..stores import registry
@@ -102,7 +103,7 @@ def event_detail(request, pk):
     plan, changes = masker.value(event.plan), masker.value(event.changes)
     event.reason = masker(event.reason)
     return render(request, "audit/detail.html", {
-        "event": event,
+        "event": event, "plan": plan if isinstance(plan, dict) else {}, "changes": change_table(changes),
         "plan_json": json.dumps(plan, indent=2, ensure_ascii=False),
         "changes_json": json.dumps(changes, indent=2, ensure_ascii=False),
     })

@@ -116,7 +116,8 @@ def repair_preview(request, store, session_id):
     token = signing.dumps(shown.plan_data, salt=PLAN_SALT, compress=True) if shown.plan_data is not None else None
     return render(request, "sessions/repair.html", {
         "store": store, "session_id": session_id, "check": shown.check, "finding": shown.finding,
-        "plan": shown.plan, "token": token, "live": shown.live, "permission": shown.permission,
+        "plan": shown.plan, "changes": shown.changes, "token": token, "live": shown.live,
+        "permission": shown.permission,
         "can_apply": request.user.has_perm(f"sessions_app.{shown.permission}"), "first": shown.first,
     })
 

@@ -36,5 +36,5 @@ def profile_search(request, store):
     before = _int(request.GET.get("before"))
     found = search_page(store, query, user=request.user, size=size, before=before)
     context = {"store": store, "q": query, "size": size, "sizes": SIZES, "results": found.results,
-               "problem": found.problem, "before": before}
+               "problem": found.problem, "before": before, "count": found.count}
     return render(request, "sessions/search.html", context, status=found.status)

@@ -59,7 +59,7 @@ def test_repair_preview_apply_and_result(admin_client, home):
     page = text(admin_client.get(f"/p/default/s/{IDS['long']}/"))
     assert "orphan_messages" in page and "Preview repair" in page
     preview = text(admin_client.get(f"/p/default/s/{IDS['long']}/repair/?check=orphan_messages"))
-    assert "recreate_session_row" in preview and "insert" in preview
+    assert "recreate_session_row" in preview and ">Add<" in preview
     token = re.search(r'name="plan" value="([^"]+)"', preview).group(1)
     response = admin_client.post(f"/p/default/s/{IDS['long']}/repair/apply/", {"plan": token, "check": "orphan_messages"})
     assert response.status_code == 302

@@ -222,7 +222,7 @@ def test_structured_content_is_decoded(admin_client, hermes_home):
 
 def test_epoch_timestamps_arrive_intact(admin_client, hermes_home):
     html = text_of(admin_client.get(f"/p/archive/s/{ids('archive')['cli_main']}/"))
-    started = visible(re.search(r"<dt[^>]*>started_at</dt><dd[^>]*>(.*?)</dd>", html, re.S).group(1)).strip()
+    started = visible(re.search(r"<dt[^>]*data-column=\"started_at\"[^>]*>Started</dt><dd[^>]*>(.*?)</dd>", html, re.S).group(1)).strip()
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.* ago\)", started)
 
 

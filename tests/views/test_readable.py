@@ -66,3 +66,168 @@ def test_exact_reltime_shows_the_exact_time_first():
 def test_timefmt_relative_is_plain_text():
     assert timefmt.relative(time.time() - 120) == "2 minutes ago"
     assert timefmt.relative("x") is None
+
+
+# --------------------------------------------------------------------------- repair previews
+
+DAY = 86_400
+
+
+@pytest.fixture
+def home(hermes_home, settings, tmp_path):
+    from tests.actions.conftest import age_store
+
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    for db in [hermes_home / "state.db", *hermes_home.glob("profiles/*/state.db")]:
+        age_store(db, 40 * DAY)
+    return hermes_home
+
+
+def cells(html: str, table_class: str = "changes") -> list[list[str]]:
+    table = re.search(rf'<table class="[^"]*\b{table_class}\b[^"]*">(.*?)</table>', html, re.S).group(1)
+    return [[visible(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
+
+
+def test_a_recreated_session_row_previews_as_a_table_of_labelled_fields(admin_client, home):
+    from sessions_app.stores import registry
+    from tests.checks.helpers import damage
+
+    with damage(registry.get("default")) as db:
+        first = db.execute("SELECT MIN(timestamp) FROM messages WHERE session_id = ?", (IDS["long"],)).fetchone()[0]
+        db.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
+    html = admin_client.get(f"/p/default/s/{IDS['long']}/repair/?check=orphan_messages").content.decode()
+    rows = cells(html)
+    assert rows[0] == ["Change", "Row", "Field", "Before", "After"]
+    assert len(rows) == 2  # one change: the session row
+    op, row, field, before, after = rows[1]
+    assert (op, row, field, before) == ("Add", f"Session {IDS['long']}", "—", "—")
+    assert re.search(r"Started \d+ (months?|weeks?)\b.* ago", after) and "Source unknown" in after and "Profile default" in after
+    exact = dt.datetime.fromtimestamp(first, dt.timezone.utc)
+    assert f'title="{exact:%Y-%m-%d %H:%M:%S} UTC"' in html
+    page = visible(html)
+    assert not REPR.search(page), REPR.search(page)
+    assert "started_at" not in page and "{" not in page
+
+
+
+def test_a_recount_previews_before_and_after_under_the_fields_label(admin_client, home):
+    import sqlite3
+
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute("UPDATE sessions SET message_count = 99 WHERE id = ?", (IDS["cli_main"],))
+    conn.commit()
+    real = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (IDS["cli_main"],)).fetchone()[0]
+    conn.close()
+    html = admin_client.get(f"/p/default/s/{IDS['cli_main']}/repair/?check=counter_drift").content.decode()
+    rows = cells(html)
+    assert ["Change", f"Session {IDS['cli_main']}", "Messages", "99", str(real)] in rows, rows
+    assert 'title="message_count"' in html  # the raw column on hover
+
+
+# --------------------------------------------------------------------------- session facts
+
+def test_session_facts_are_labelled_and_unknown_columns_keep_their_name(admin_client, hermes_home):
+    import sqlite3
+
+    conn = sqlite3.connect(hermes_home / "state.db")
+    conn.execute("ALTER TABLE sessions ADD COLUMN future_mood TEXT")  # a newer schema's column
+    conn.execute("UPDATE sessions SET future_mood = 'calm' WHERE id = ?", (IDS["delegate_child"],))
+    conn.commit()
+    conn.close()
+    html = admin_client.get(f"/p/default/s/{IDS['delegate_child']}/").content.decode()
+    meta = re.search(r'<section class="meta">(.*?)</section>', html, re.S).group(1)
+    terms = [visible(t) for t in re.findall(r"<dt[^>]*>(.*?)</dt>", meta, re.S)]
+    for label in ("Session id", "Title", "Source", "Model", "Started", "Messages", "Parent session"):
+        assert label in terms, terms
+    assert not {"started_at", "message_count", "parent_session_id", "source"} & set(terms)
+    assert "future_mood" in terms  # shown under its raw name
+    assert re.search(r'<dt[^>]*data-column="future_mood"[^>]*><code dir="auto">future_mood</code></dt>'
+                     r'<dd dir="auto"><bdi>calm</bdi></dd>', meta)
+    parent = re.search(r'<dt[^>]*data-column="parent_session_id"[^>]*>.*?</dt><dd[^>]*>(.*?)</dd>', meta, re.S)
+    assert f'href="/p/default/s/{IDS["cli_main"]}/"' in parent.group(1)
+    started = re.search(r'data-column="started_at"[^>]*>Started</dt><dd[^>]*>(.*?)</dd>', meta, re.S).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.+\)", visible(started))
+    side = re.search(r'<section class="side">(.*?)<h2>Lineage', html, re.S).group(1)
+    assert "Input tokens" in visible(side) and "input_tokens" not in visible(side)
+
+
+# --------------------------------------------------------------------------- search count
+
+def test_search_says_how_many_hits_in_how_many_sessions(admin_client, hermes_home, settings):
+    import sqlite3
+
+    conn = sqlite3.connect(hermes_home / "state.db")
+    for sid in (IDS["cli_main"], IDS["cli_main"], IDS["long"]):
+        conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', "
+                     "'the zanzibar deploy', 1796008075.0)", (sid,))
+    conn.commit()
+    conn.close()
+    html = admin_client.get("/p/default/search/?q=zanzibar").content.decode()
+    assert visible(re.search(r'<p class="count"[^>]*>(.*?)</p>', html, re.S).group(1)) == "3 hits in 2 sessions"
+    html = admin_client.get("/p/default/search/?q=zanzibar&size=20").content.decode()
+    assert "3 hits in 2 sessions" in visible(html)
+    # Users who see masked text get the count of the hits shown (a total would tell
+    # how many matched only inside secrets).
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    html = admin_client.get("/p/default/search/?q=zanzibar").content.decode()
+    assert "3 hits in 2 sessions on this page" in visible(html)
+    assert 'class="count"' not in admin_client.get("/p/default/search/?q=zzznotthere").content.decode()
+
+
+def test_search_count_stops_at_the_cap_and_says_more_than(hermes_home):
+    import sqlite3
+
+    from sessions_app.stores.search import count_hits
+
+    with sqlite3.connect(f"file:{hermes_home / 'state.db'}?mode=ro", uri=True) as conn:
+        n, sessions, capped = count_hits(conn, "answer*")
+        assert not capped and n > 3 and sessions >= 1
+        assert count_hits(conn, "answer*", cap=3) == (3, count_hits(conn, "answer*", cap=3)[1], True)
+        with pytest.raises(ValueError):
+            count_hits(conn, "***")
+
+
+# --------------------------------------------------------------------------- audit and trash
+
+def test_an_audit_event_shows_its_changes_as_a_table(admin_client, home):
+    import sqlite3
+
+    from sessions_app.models import AuditEvent
+    from tests.actions.conftest import heal
+
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute("PRAGMA foreign_keys=OFF")
+    conn.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
+    conn.commit()
+    conn.close()
+    code, report = heal("--profile", "default", "--apply", "--only", "orphan_messages", "--json")
+    event = AuditEvent.objects.get(action="recreate_session_row")
+    html = admin_client.get(f"/audit/{event.pk}/").content.decode()
+    rows = cells(html)
+    assert rows[0] == ["Change", "Row", "Field", "Before", "After"]
+    assert rows[1][:2] == ["Add", f"Session {IDS['long']}"] and "Source unknown" in rows[1][4]
+    shown = visible(re.sub(r'<details class="raw-json">.*?</details>', "", html, flags=re.S))
+    assert not REPR.search(shown), REPR.search(shown)
+    assert '"started_at"' in html  # the JSON as recorded stays, folded away
+
+
+def test_trash_entry_titles_say_what_happened_once(home):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw-long-enough-x"))
+    sid = IDS["slack_ended"]
+    page = admin.get(f"/p/default/s/{sid}/delete/").content.decode()
+    token = re.search(r'name="token" value="([^"]+)"', page).group(1)
+    entry = admin.post(f"/p/default/s/{sid}/delete/apply/", {"token": token})["Location"].split("/")[2]
+    html = admin.get(f"/trash/{entry}/").content.decode()
+    h1 = visible(re.search(r"<h1[^>]*>(.*?)</h1>", html, re.S).group(1))
+    assert h1 == f"Deleted {sid}"
+    admin.post(f"/trash/{entry}/restore/")
+    html = admin.get(f"/trash/{entry}/").content.decode()
+    assert visible(re.search(r"<h1[^>]*>(.*?)</h1>", html, re.S).group(1)) == f"Restored {sid}"
+    listing = admin.get("/trash/").content.decode()
+    assert re.search(r'<td><a href="/trash/[^"]+/"><time datetime="[^"]+Z" title="[^"]+ UTC">', listing)
