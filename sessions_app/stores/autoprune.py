@@ -31,7 +31,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from . import liveness as live_mod
 from .retention import read_graph
@@ -106,6 +105,8 @@ def _load_yaml(path: Path, notes: list[str], label: str) -> dict | None:
     if size > CONFIG_MAX_BYTES:
         notes.append(f"{label} is larger than {CONFIG_MAX_BYTES} bytes; not read (the dashboard assumes defaults)")
         return {}
+    import yaml  # late: PyYAML is a visible part of a server's start, config is read rarely
+
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)

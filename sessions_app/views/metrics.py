@@ -17,7 +17,6 @@ from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from .. import metrics
 
 
 def _plain(status: int, text: str, **headers) -> HttpResponse:
@@ -41,5 +40,7 @@ def metrics_view(request):
         return _plain(401, "a bearer token is required", WWW_Authenticate='Bearer realm="hermes-admin metrics"')
     if not hmac.compare_digest(given.strip().encode(), token.encode()):
         return _plain(403, "wrong token", WWW_Authenticate='Bearer realm="hermes-admin metrics", error="invalid_token"')
+    from .. import metrics  # late: prometheus_client is imported by the first scrape, not every start
+
     body, content_type = metrics.render()
     return HttpResponse(body, content_type=content_type)
