@@ -3,10 +3,12 @@ snippets masked for users who see masked text (``/p/<profile>/search/``)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.cache import cache
 
 from ..secrets import mask, masking_for
 from ..stores.search import Results, SearchUnavailable, count_hits, search
@@ -126,7 +128,7 @@ def search_page(store, query: str, *, user, size: int = 50, before: int | None =
                              before=before)
             masking = masking_for(user)
             texts = _indexed_texts(conn, caps.columns("messages"), [h.id for h in results.hits]) if masking else {}
-            count = None if masking else _count(conn, query)
+            count = None if masking else _count(store, conn, query)
     except ValueError:
         return SearchPage(problem=SearchUnavailable("query", "Type at least one word (letters or digits)."))
     except SearchUnavailable as exc:
@@ -138,13 +140,26 @@ def search_page(store, query: str, *, user, size: int = 50, before: int | None =
     return SearchPage(results=results, count=count)
 
 
-def _count(conn, query: str) -> HitCount:
-    try:
-        messages, sessions, capped = count_hits(conn, query)
-    except sqlite3.OperationalError as exc:
-        if str(exc) != "interrupted":
-            raise
-        return HitCount(unknown=True)  # the hits stand; only their count is missing
+COUNT_TTL = 300  # seconds; the cache key also changes with every write to the store
+
+
+def _count(store, conn, query: str) -> HitCount:
+    """The query's :class:`HitCount`, cached per store under its file signature
+    (:meth:`Store.signature`, taken before counting): counting walks up to 10,001
+    index rows (several ms for a common word, the page's largest query), and every
+    "older" page of the same search would count them again. A count the query
+    budget interrupted is not cached."""
+    key = "hitcount:" + hashlib.sha256(repr((str(store.path), store.signature(), query)).encode()).hexdigest()
+    found = cache.get(key)
+    if found is None:
+        try:
+            found = count_hits(conn, query)
+        except sqlite3.OperationalError as exc:
+            if str(exc) != "interrupted":
+                raise
+            return HitCount(unknown=True)  # the hits stand; only their count is missing
+        cache.set(key, found, COUNT_TTL)
+    messages, sessions, capped = found
     return HitCount(messages, sessions, capped)
 
 

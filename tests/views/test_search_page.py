@@ -232,3 +232,16 @@ def test_a_snippet_starting_with_a_word_seen_earlier_is_still_masked_in_place(se
               parts=[("build", True), (f" {cut}…", False)])
     mask_hits(Results(query="build", hits=[hit]), {7: full})
     assert hit.parts == [(HIDDEN_SNIPPET, False)]
+
+
+def test_hit_count_follows_writes_to_the_store(admin_client, hermes_home):
+    """The count is cached under the store's file signature: viewing again gives the
+    same count, a message written since is counted."""
+    def total():
+        found = re.search(r'data-total="(\d+)"', html_of(admin_client.get("/p/default/search/?q=quokkaword")))
+        return int(found.group(1)) if found else 0
+
+    add_message(hermes_home, "a quokkaword here")
+    assert total() == 1 and total() == 1
+    add_message(hermes_home, "another quokkaword")
+    assert total() == 2
