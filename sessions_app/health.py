@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .models import HealRun
+from .timefmt import human_duration
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 KEPT_REPORTS = 8  # decoded reports kept per process (the latest passes are what pages ask for)
@@ -28,16 +29,32 @@ _lock = threading.Lock()
 _reports: OrderedDict[tuple, dict] = OrderedDict()  # run key -> {"report", "by_session": {profile: ...}}
 
 
+@dataclass(frozen=True)
+class Staleness:
+    """The store was written after the pass a profile's health comes from:
+    ``changed_at`` (epoch seconds, the store files' mtime) is ``after`` seconds
+    later than the pass read it (:func:`staleness`)."""
+
+    changed_at: float
+    after: float
+
+    @property
+    def text(self) -> str:
+        return f"store changed {human_duration(self.after)} after this check"
+
+
 @dataclass
 class ProfileHealth:
     """Findings of one profile from the latest pass that covered it (``run`` None: never checked).
 
     ``entry`` and the lists :meth:`by_session` returns are shared by every page of
-    this process: read them, copy before changing anything."""
+    this process: read them, copy before changing anything. ``stale`` is set by the
+    pages that compare it with the store (:func:`staleness`)."""
 
     run: HealRun | None = None
     entry: dict = field(default_factory=dict)
     _by_session: dict | None = field(default=None, repr=False)
+    stale: Staleness | None = None
 
     @property
     def findings(self) -> list[dict]:
@@ -108,7 +125,8 @@ def latest(profile_keys) -> dict[str, ProfileHealth]:
     found: dict[str, ProfileHealth] = {key: ProfileHealth() for key in wanted}
     # Partial passes (--only, single repairs) do not describe a profile's health.
     runs = (HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-            .exclude(report=None).order_by("-finished_at").only("id", "created_at", "finished_at"))
+            .exclude(report=None).order_by("-finished_at")
+            .only("id", "created_at", "started_at", "finished_at", "mode"))
     for run in runs.iterator(chunk_size=20):
         cached = _cached(run)
         for entry in cached["report"].get("profiles", []):
@@ -118,3 +136,24 @@ def latest(profile_keys) -> dict[str, ProfileHealth]:
         if all(h.run is not None for h in found.values()):
             break
     return found
+
+
+def read_at(run: HealRun) -> float | None:
+    """Epoch seconds from which a pass's findings may miss a write: a check pass
+    read the store after it started; a heal pass wrote first and checked again
+    before it finished, so its own writes are not a change after it."""
+    when = run.started_at if run.mode == "check" else run.finished_at
+    when = when or run.finished_at or run.created_at
+    return when.timestamp() if when else None
+
+
+def staleness(store, health: ProfileHealth) -> Staleness | None:
+    """A :class:`Staleness` when ``store`` was written after the pass ``health``
+    comes from, else None (never checked, or not changed since). Reads the store
+    files' ``os.stat`` only (``Store.changed_at``), never the store."""
+    if health.run is None:
+        return None
+    since, changed = read_at(health.run), store.changed_at()
+    if since is None or changed is None or changed <= since:
+        return None
+    return Staleness(changed_at=changed, after=changed - since)

@@ -13,7 +13,7 @@ from django.urls import reverse
 from ..actions.registry import ACTIONS, plan_for, prerequisites, rank, repair_first
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
-from ..health import latest
+from ..health import latest, staleness
 from ..secrets import masker_for
 from ..stores import liveness
 from . import NotFound
@@ -57,8 +57,10 @@ class HealthPage:
 
 
 def health_page(store, *, user) -> HealthPage:
-    """Findings of the latest pass over ``store`` (no store is opened)."""
+    """Findings of the latest pass over ``store``, and whether the store changed
+    since (``health.stale``: ``os.stat`` of its files; no store is opened)."""
     health = latest([store.key])[store.key]
+    health.stale = staleness(store, health)
     masker = masker_for(user)
     urls = {kind: session_url_maker(name, store.key) for kind, name in
             (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"))}

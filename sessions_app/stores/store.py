@@ -212,6 +212,23 @@ class Store:
                 parts.append(())
         return tuple(parts)
 
+    def changed_at(self) -> float | None:
+        """When the store was last written, epoch seconds: the newest mtime of
+        ``state.db`` and ``state.db-wal`` (a commit in WAL mode writes the -wal, a
+        checkpoint the main file), from ``os.stat`` only (no descriptor, rule 5);
+        None when neither file exists. Readers change neither: ``-shm`` is left out
+        (every reader touches it), and so is an empty ``-wal`` (the first connection
+        to a WAL store creates it empty, a read-only check pass included)."""
+        times = []
+        for path in (self.path, Path(f"{self.path}-wal")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if st.st_size or path == self.path:
+                times.append(st.st_mtime)
+        return max(times) if times else None
+
     def preflight(self) -> StoreStatus | None:
         """File-level problems found without opening SQLite, or None when it may open."""
         path = self.path

@@ -2,10 +2,15 @@
 step for every finding without a repair, repairs offered in their order, how old a
 stored check is against its store, and repairing every finding of one kind."""
 
+import datetime
+import os
 import re
 import time
 
 import pytest
+
+from django.contrib.auth.models import Group, User
+from django.test import Client
 
 from sessions_app.checks import registry as checks
 from sessions_app.models import HealRun
@@ -14,7 +19,10 @@ from tests.checks.helpers import damage
 from tests.conftest import IDS
 from tests.views.markup import without_bidi_markup
 
+from tests.actions.conftest import heal as heal_command
+
 from .test_health_pages import home, wait_for  # noqa: F401  (fixture and helper)
+from .test_roles import ensure_roles
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DAY = 86_400
@@ -101,3 +109,51 @@ def test_the_hide_is_offered_before_the_recount_it_makes_unneeded(admin_client, 
     assert 'class="notice repair-first">Repair first: ' in preview
     assert "Message written twice (hide_duplicates)</a>" in preview
     assert 'class="notice repair-first"' not in text(admin_client.get(f"/p/default/s/{sid}/repair/?check=duplicate_live_rows"))
+
+
+def test_a_check_older_than_its_store_says_so_and_offers_a_re_check(admin_client, home):
+    run = check_pass(admin_client, "ops")
+    overview = text(admin_client.get("/"))
+    assert 'data-stale="ops"' not in overview  # nothing written since the pass
+    assert 'data-stale="ops"' not in text(admin_client.get("/p/ops/health/"))
+
+    # The pass ran 20 minutes ago; an agent wrote 12 minutes after it read the store
+    # (a real write, dated by its files' times: the dashboard only stats them).
+    shift = datetime.timedelta(minutes=20)
+    HealRun.objects.filter(pk=run.pk).update(created_at=run.created_at - shift, started_at=run.started_at - shift,
+                                             finished_at=run.finished_at - shift)
+    s = registry.get("ops")
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET title = 'renamed meanwhile' WHERE id = (SELECT MIN(id) FROM sessions)")
+    written = (run.started_at - shift).timestamp() + 12 * 60 + 5
+    for path in (s.path, s.path.with_name("state.db-wal")):
+        if path.exists():
+            os.utime(path, (written, written))
+    overview = text(admin_client.get("/"))
+    cell = overview[overview.index('data-stale="ops"'):]
+    assert "store changed 12 min 5 s after this check" in cell[:cell.index("</div>")]
+    assert 'action="/checks/run/"' in cell[:cell.index("</div>")] and "Re-check</button>" in cell
+    health = text(admin_client.get("/p/ops/health/"))
+    assert "The store changed 12 min 5 s after this check" in health and "Re-check now</button>" in health
+    assert 'data-stale="default"' not in overview
+
+    # The re-check is a new pass; once it read the store, the warning is gone.
+    check_pass(admin_client, "ops")
+    assert 'data-stale="ops"' not in text(admin_client.get("/p/ops/health/"))
+
+
+def test_an_auditor_sees_the_staleness_without_a_re_check_button(home):
+    # A cron pass (heal_sessions), then the store is written an hour later.
+    code, _ = heal_command("--profile", "ops", "--json")
+    s = registry.get("ops")
+    later = time.time() + 3600
+    os.utime(s.path, (later, later))
+    ensure_roles()
+    user = User.objects.create_user("audra", password="pw-audra-long-enough")
+    user.groups.add(Group.objects.get(name="Auditor"))
+    client = Client()
+    client.force_login(user)
+    health = text(client.get("/p/ops/health/"))
+    assert 'data-stale="ops"' in health and "The store changed 1 h" in health and "Re-check now" not in health
+    overview = text(client.get("/"))
+    assert 'data-stale="ops"' in overview and "Re-check</button>" not in overview
