@@ -1,13 +1,15 @@
-"""Shared arguments of the store commands (``heal_sessions``, ``migrate_transcripts``).
+"""What the store commands share (``heal_sessions``, ``migrate_transcripts``,
+``prune_sessions``, ``flag_sessions``): the selection arguments and how a run
+starts (:meth:`StoreCommand.run_locked`).
 
 Exit statuses: 0 clean, 1 findings at or above ``--fail-on`` remain, 2 a store
 could not be read, an action failed, or the command was used wrongly.
 
-With ``--json``, every way of using the command wrongly prints one JSON error
-document on stdout (:func:`error_document`) and exits 2: errors found by the
-command itself (``CommandError``) and errors argparse finds while parsing (an
-unknown flag, a bad ``--fail-on`` choice, a missing value), which otherwise
-print only a usage text on stderr before the command runs at all.
+With ``--json``, every way a run fails to start prints one JSON error document
+on stdout (:func:`error_document`) and exits 2: errors argparse finds while
+parsing (an unknown flag, a bad choice, a missing value; otherwise only a usage
+text on stderr before the command runs at all), errors found by the command
+itself (``CommandError``), another run holding the lock, an unexpected failure.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ def json_requested(parser, argv: list[str]) -> bool:
             return True
     return False
 
+from ..locks import RunLocked, run_lock
 from ..stores import registry
 from ..stores.store import Store
 
@@ -87,6 +90,33 @@ class StoreCommand(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(error_document(message)))
         self.fail(message)
+
+    def run_locked(self, options, prepare, work):
+        """How every store command starts (the one copy): ``prepare()`` (its own
+        argument checks and :meth:`select`; returns what ``work`` needs), the data
+        folder check, then ``work(prepared)`` under the run lock heal runs and
+        browser jobs share. Returns what ``work`` returns.
+
+        Every way this fails is exit 2 (``CommandError``), never a traceback and
+        never 1 (which means "findings remain"): a wrong argument, another run
+        holding the lock, an unexpected error (a full disk, a database gone) as one
+        line; with ``--json`` the error document goes to stdout first."""
+        try:
+            prepared = prepare()
+            self.check_data_folder()
+        except CommandError as exc:
+            if options["json"]:
+                self.stdout.write(json.dumps(error_document(str(exc))))
+            raise
+        try:
+            with run_lock("heal", label=self.actor_label()):
+                return work(prepared)
+        except RunLocked as exc:
+            self.fail_json(str(exc), options)
+        except CommandError:
+            raise
+        except Exception as exc:  # a crash must not read as "findings remain" (exit 1)
+            self.fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
 
     def select(self, options) -> tuple[list[Store], list[Store]]:
         """(selected stores, every known store); CommandError (exit 2) on bad input."""

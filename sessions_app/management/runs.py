@@ -18,15 +18,14 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import CommandError, DjangoHelpFormatter
+from django.core.management.base import DjangoHelpFormatter
 
 from .. import runs
 from ..actions.engine import Applier
 from ..actions.heal import heal
 from ..checks.registry import BY_CODE as CHECKS
-from ..locks import RunLocked, run_lock
 from ..runs import SEVERITIES, exit_status
-from .base import StoreCommand, error_document
+from .base import StoreCommand
 
 EPILOG = """\
 exit status: 0 nothing at or above --fail-on remains; 1 such findings remain;
@@ -114,25 +113,11 @@ class HealRunCommand(StoreCommand):
         return only
 
     def handle(self, *args, **options):
-        try:
+        def prepare():  # the codes first: a wrong --only is said before any root is scanned
             only = self.selected_codes(options)
-            selected, everything = self.select(options)
-            self.check_data_folder()
-        except CommandError as exc:
-            if options["json"]:
-                # A cron job parsing stdout gets a document saying why, not nothing.
-                self.stdout.write(json.dumps(error_document(str(exc))))
-            raise
-        try:
-            with run_lock("heal", label=self.actor_label()):
-                report, run = self._run(selected, everything, only, options)
-        except RunLocked as exc:
-            self.fail_json(str(exc), options)
-        except CommandError:
-            raise
-        except Exception as exc:  # never let a crash read as "findings remain" (exit 1)
-            # One line, not a traceback (a full disk, a database gone): cron mails it.
-            self.fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
+            return (*self.select(options), only)
+
+        report, run = self.run_locked(options, prepare, lambda p: self._run(*p, options))
         self._print(report, options)
         skipped = report.get("skipped_roots", [])
         code = 2 if skipped else exit_status(report, options["fail_on"])

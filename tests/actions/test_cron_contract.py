@@ -189,3 +189,47 @@ def test_an_unreadable_store_is_named_as_what_tripped_exit_2(hermes_home, data):
     assert line.startswith("heal_sessions: exit 2: failing: 1 store(s) not readable; "
                            "1 critical finding(s) with --fail-on warning; 1 critical")
     assert "legacy (" in out.stdout and ": unreadable" in out.stdout  # the damaged store is listed
+
+
+# The same start for every store command (StoreCommand.run_locked and its argparse
+# hook): prune_sessions and flag_sessions, as cron runs them.
+OTHER_ARGPARSE_ERRORS = [
+    ("prune_sessions", ("--all-profiles", "--batch-size", "many"), "argument --batch-size: invalid int value: 'many'"),
+    ("prune_sessions", ("--all-profiles", "--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    ("prune_sessions", ("--all-profiles", "--older-than"), "argument --older-than: expected one argument"),
+    ("flag_sessions", ("--profile", "default", "--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    ("flag_sessions", ("--profile", "default", "--rename"), "argument --rename: expected one argument"),
+]
+
+
+@pytest.mark.parametrize("name, args, message", OTHER_ARGPARSE_ERRORS)
+def test_prune_and_flag_argparse_errors_print_a_json_document_too(hermes_home, data, name, args, message):
+    for ordered in (("--json", *args), (*args, "--json")):
+        document = error_document(command(name, *ordered, data=data, home=hermes_home))
+        assert message in document["error"]
+    out = command(name, *args, data=data, home=hermes_home)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.startswith("usage: ")
+
+
+RUNS = {
+    "heal_sessions": ("--all-profiles",),
+    "migrate_transcripts": ("--all-profiles", "--apply"),
+    "prune_sessions": ("--all-profiles", "--empty", "--apply"),
+    "flag_sessions": ("--profile", "default", "--archive", ids("default")["cli_main"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_a_held_run_lock_prints_the_json_document_for_every_command(hermes_home, data, settings, name):
+    """A browser job (here: this process) holds the run lock of the data folder."""
+    from sessions_app.locks import run_lock
+
+    settings.DATA_DIR = data
+    before = store(hermes_home, "default").path.stat().st_mtime_ns
+    with run_lock("heal", label="run #12 by alice"):
+        out = command(name, *RUNS[name], "--json", data=data, home=hermes_home)
+        plain = command(name, *RUNS[name], data=data, home=hermes_home)
+    document = error_document(out)
+    assert "another heal run is in progress" in document["error"] and "run #12 by alice" in document["error"]
+    assert plain.returncode == 2 and plain.stdout == "" and "another heal run is in progress" in plain.stderr
+    assert store(hermes_home, "default").path.stat().st_mtime_ns == before  # nothing written

@@ -23,8 +23,7 @@ from django.core.management.base import CommandError
 
 from ... import runs
 from ...actions.flags import Flagger, TitleError, clean_title, run_changes
-from ...locks import RunLocked, run_lock
-from ..base import StoreCommand, error_document
+from ..base import StoreCommand
 from ..runs import EpilogFormatter
 
 CHANGES = {"archive": ("archived", 1), "unarchive": ("archived", 0), "pin": ("pinned", 1), "unpin": ("pinned", 0),
@@ -99,23 +98,11 @@ class Command(StoreCommand):
         return [{"profile": key, "session_id": sid, "flag": flag, "value": value} for sid in ids]
 
     def handle(self, *args, **options):
-        try:
+        def prepare():  # the changes first: a wrong one is said before any root is scanned
             items = self.items(options)
-            selected, _everything = self.select(options)
-            self.check_data_folder()
-        except CommandError as exc:
-            if options["json"]:
-                self.stdout.write(json.dumps(error_document(str(exc))))
-            raise
-        try:
-            with run_lock("heal", label=self.actor_label()):
-                report = self._run(selected, items)
-        except RunLocked as exc:
-            self.fail_json(str(exc), options)
-        except CommandError:
-            raise
-        except Exception as exc:  # a crash must not read as "retry later" (exit 1)
-            self.fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
+            return self.select(options)[0], items
+
+        report = self.run_locked(options, prepare, lambda p: self._run(*p))
         skipped = getattr(self, "skipped_roots", [])
         if skipped:
             report["skipped_roots"] = list(skipped)

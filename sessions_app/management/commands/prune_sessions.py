@@ -19,14 +19,11 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import CommandError
-
 from ... import runs
 from ...actions.prune import BATCH_ROWS, BATCH_UNITS
 from ...actions.prune_run import Pruner, exit_status, run_prune
-from ...locks import RunLocked, run_lock
 from ...stores.retention import Criteria, CriteriaError
-from ..base import StoreCommand, error_document
+from ..base import StoreCommand
 from ..runs import EpilogFormatter
 
 SHOWN_SPARED = 10  # spared groups listed per profile without --json
@@ -90,23 +87,11 @@ class Command(StoreCommand):
         return found
 
     def handle(self, *args, **options):
-        try:
+        def prepare():  # the criteria first: a wrong one is said before any root is scanned
             criteria = self.criteria(options)
-            selected, _everything = self.select(options)
-            self.check_data_folder()
-        except CommandError as exc:
-            if options["json"]:
-                self.stdout.write(json.dumps(error_document(str(exc))))
-            raise
-        try:
-            with run_lock("heal", label=self.actor_label()):
-                report = self._run(selected, criteria, options)
-        except RunLocked as exc:
-            self.fail_json(str(exc), options)
-        except CommandError:
-            raise
-        except Exception as exc:  # a crash must not read as "sessions remain" (exit 1)
-            self.fail_json(f"the run failed: {exc.__class__.__name__}: {exc}", options)
+            return self.select(options)[0], criteria
+
+        report = self.run_locked(options, prepare, lambda p: self._run(*p, options))
         skipped = getattr(self, "skipped_roots", [])
         if skipped:
             report["skipped_roots"] = list(skipped)
