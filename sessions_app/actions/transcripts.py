@@ -46,6 +46,7 @@ from django.conf import settings
 from ..stores import jsonl
 from ..stores.liveness import idle_seconds_setting
 from ..stores.transcript import JSON_PREFIX
+from ..timefmt import human_duration
 from .base import Action, Change, Changed, one
 from .files import move_without_loss
 from .session_rows import message_facts
@@ -262,8 +263,8 @@ class ImportJsonlTranscript(Action):
         idle = idle_seconds_setting()
         age = ctx.now - a.file.mtime
         if age < idle:
-            return (f"{path.name} was written {age:.0f} s ago: an agent may still be diverting turns into it "
-                    f"(it can be imported once it has been quiet for {idle:.0f} s)")
+            return (f"{path.name} was written {human_duration(age)} ago: an agent may still be diverting turns into it "
+                    f"(it can be imported once it has been quiet for {human_duration(idle)})")
         return ""
 
     def validate(self, store, plan):

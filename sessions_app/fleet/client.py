@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils import timezone
 
+from ..timefmt import human_duration
 from . import queue, split_key
 
 
@@ -93,7 +94,7 @@ def hosts() -> list[HostView]:
         if row.stopped_at is not None and row.stopped_at >= row.last_seen:
             out.append(HostView(row, False, age, f"its worker stopped at {row.stopped_at:%Y-%m-%d %H:%M:%S} UTC"))
         elif age > window:
-            out.append(HostView(row, False, age, f"no heartbeat for {int(age)} s (window {int(window)} s)"))
+            out.append(HostView(row, False, age, f"no heartbeat for {human_duration(age)} (window {human_duration(window)})"))
         else:
             out.append(HostView(row, True, age))
     return out

@@ -26,7 +26,7 @@ def test_preview_apply_and_watch_the_run(logged_in, live_server, hermes_home, se
     page.goto(f"{live_server.url}/p/default/s/{IDS['long']}/")
     assert page.locator("#findings").inner_text().count("orphan_messages") == 1
     page.click("text=Preview repair (recreate_session_row)")
-    assert "insert" in page.locator("table.plan").inner_text()
+    assert "Add" in page.locator("table.plan").inner_text()
     page.click("button:has-text('Apply')")
     page.wait_for_url("**/runs/*/")
     # The status fragment polls every 2 s and stops once the run is done.
@@ -36,4 +36,4 @@ def test_preview_apply_and_watch_the_run(logged_in, live_server, hermes_home, se
     page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
     page.goto(f"{live_server.url}/p/default/s/{IDS['long']}/")
     assert page.locator("#findings").count() == 0 or "orphan_messages" not in page.locator("#findings").inner_text()
-    assert "source" in page.locator(".meta").inner_text() and "unknown" in page.locator(".meta").inner_text()
+    assert "Source" in page.locator(".meta").inner_text() and "unknown" in page.locator(".meta").inner_text()
