@@ -231,6 +231,19 @@ time.sleep(600)
     assert re.search(r'<ul class="detach">.*verdict-live', page, re.S)
 
 
+def test_a_maybe_live_continuation_refuses_deleting_its_parent_without_an_override(home):
+    """An agent just wrote into the compression continuation the deletion would
+    detach: refused, no override offered (not even to an admin), no form at all."""
+    admin = user("Admin")
+    sids = ids("default")
+    s = registry.get("default")
+    hermes(s, f"db.append_message({sids['compress_mid']!r}, 'user', 'and the totals for March?')")
+    page = text(admin.get(f"/p/default/s/{sids['compress_root']}/delete/"))
+    assert f"Deletion is refused: {sids['compress_mid']}, which this deletion would detach, may be live" in page
+    assert 'name="token"' not in page and 'name="override_id"' not in page
+    assert re.search(r'<ul class="detach">.*verdict-maybe_live', page, re.S)
+
+
 def test_bulk_delete_runs_as_one_job_and_skips_the_live_session(home):
     admin = user("Admin")
     sids = ids("default")
