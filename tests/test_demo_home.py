@@ -137,7 +137,7 @@ def test_banner_on_every_page_says_demo_and_where(demo_client, demo_home, client
              f"/p/default/s/{ids['cli_main']}/": 200, "/p/laptop/": 503}  # the damaged store's own error page
     for url, status in pages.items():
         page = demo_client.get(url)
-        text = page.content.decode()
+        text = page.content.decode().replace("<wbr>", "")  # paths may break after a "/"
         assert page.status_code == status, url
         assert "Demo home." in text and f"<code>{demo_home}</code>" in text, url
     demo_client.logout()

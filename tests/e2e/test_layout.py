@@ -1,0 +1,110 @@
+"""Every page fits a phone: at 390 px no page scrolls sideways (wide tables scroll in
+their own box or stack their cells), and at 1400 px no badge breaks over two lines
+(issue 15). The pages are those of the demo home after a check run, so they hold
+findings, long paths and every kind of badge.
+
+Screenshots of each page at both widths go to ``$HERMES_ADMIN_SCREENSHOTS`` when set
+(a person looks at them), else to the test's own temporary folder."""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.actions.conftest import heal
+
+pytestmark = pytest.mark.e2e
+
+NARROW, WIDE = 390, 1400
+# Elements drawn as one pill or tag: a line break inside one reads as two badges.
+BADGES = ".sev, .status, .badge, .live, .edge, .run-state, .verdict strong"
+MEASURE = """(selector) => {
+    const broken = [...document.querySelectorAll(selector)].filter(
+        e => e.offsetParent !== null && e.getClientRects().length > 1).map(e => e.outerHTML.slice(0, 120));
+    const wide = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1
+        && !e.closest(".table-scroll, table.grid")).slice(0, 4).map(e => e.outerHTML.slice(0, 100));
+    return {width: document.documentElement.scrollWidth, viewport: window.innerWidth, broken, wide};
+}"""
+
+
+@pytest.fixture
+def demo_checked(demo_home, use_roots, tmp_path, settings):
+    """A private copy of the demo home, checked once (findings, a run to open)."""
+    home = shutil.copytree(demo_home, tmp_path / "demo-home")
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    use_roots(home)
+    heal("--all-profiles", "--json")
+    return home
+
+
+def shots() -> Path:
+    folder = os.environ.get("HERMES_ADMIN_SCREENSHOTS")
+    return Path(folder) if folder else None
+
+
+def page_urls(page, base: str) -> dict[str, str]:
+    """Name -> path of every page family, found by following the dashboard's own links."""
+    page.goto(f"{base}/sessions/?profile=default&order=messages")
+    session = page.locator("table.sessions tbody a[href^='/p/default/s/']").first.get_attribute("href")
+    page.goto(f"{base}/runs/")
+    run = page.locator("a[href^='/runs/']").filter(has_text=re.compile(r"\d")).first.get_attribute("href")
+    return {
+        "overview": "/",
+        "sessions": "/sessions/",
+        "session": session,
+        "profile": "/p/default/",
+        "health": "/p/default/health/",
+        "runs": "/runs/",
+        "run": run,
+        "audit": "/audit/",
+        "trash": "/trash/",
+        "copies": f"{session}copies/",
+        "search": "/p/default/search/?q=the",
+        "search-everywhere": "/search/?q=the",
+        "usage": "/usage/",
+        "prune": "/prune/",
+        "migration": "/p/legacy/migrate/",
+    }
+
+
+def check(page, name: str, folder: Path | None, problems: list) -> None:
+    for width in (NARROW, WIDE):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(50)  # layout after the resize
+        found = page.evaluate(MEASURE, BADGES)
+        if folder:
+            page.screenshot(path=str(folder / f"{name}-{width}.png"))  # the first screen
+            page.screenshot(path=str(folder / f"{name}-{width}-full.png"), full_page=True)
+        if width == NARROW and found["width"] > NARROW:
+            problems.append(f"{name}: {found['width']} px wide at {NARROW} px: {found['wide']}")
+        if width == WIDE and found["broken"]:
+            problems.append(f"{name}: badges over two lines at {WIDE} px: {found['broken'][:3]}")
+
+
+def test_every_page_fits_390_px_and_no_badge_breaks_at_1400(demo_checked, page, live_server, browser,
+                                                              django_user_model, tmp_path):
+    folder = shots() or tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+
+    login = browser.new_page()
+    login.goto(f"{live_server.url}/login/")
+    check(login, "login", folder, problems)
+    login.close()
+
+    django_user_model.objects.create_superuser("alice", "", "correct horse battery")
+    page.goto(f"{live_server.url}/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", "correct horse battery")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+    for name, path in page_urls(page, live_server.url).items():
+        page.set_viewport_size({"width": WIDE, "height": 900})
+        response = page.goto(f"{live_server.url}{path}")
+        assert response.status < 500, (name, path, response.status)
+        check(page, name, folder, problems)
+    assert not problems, "\n".join(problems)
