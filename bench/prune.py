@@ -120,6 +120,9 @@ def main() -> int:
                         help="profile of the home to prune a copy of (default: default; edge: the newest shape)")
     parser.add_argument("--work", type=Path, default=REPO / "var" / "bench",
                         help="folder for the copies (two of the store; removed at the end)")
+    parser.add_argument("--in-place", action="store_true",
+                        help="prune the home's own store (a home that is itself a throw-away copy; its "
+                             "config.yaml is rewritten): no copy but the one for Hermes' own prune")
     args = parser.parse_args()
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -127,10 +130,18 @@ def main() -> int:
     home, data = work / "hermes", work / "data"
     data.mkdir(parents=True)
     started = time.perf_counter()
-    source = args.home.resolve() / ("state.db" if args.profile == "default" else f"profiles/{args.profile}/state.db")
-    copy_store(source, home / "state.db")
-    (home / "config.yaml").write_text(f"sessions:\n  auto_prune: true\n  retention_days: {int(args.older_than)}\n")
+    profile_dir = args.home.resolve() / ("" if args.profile == "default" else f"profiles/{args.profile}")
+    source = profile_dir / "state.db"
+    if args.in_place:
+        home = args.home.resolve()
+    else:
+        copy_store(source, home / "state.db")
+        profile_dir = home
+    (profile_dir / "config.yaml").write_text(f"sessions:\n  auto_prune: true\n  retention_days: {int(args.older_than)}\n")
     copied = time.perf_counter() - started
+    twin = work / "twin" / "state.db"
+    if not args.no_hermes:  # before anything is pruned (in place, the source is what goes)
+        copy_store(source, twin)
     os.environ.update({"HERMES_ROOTS": str(home), "HERMES_ADMIN_DATA": str(data), "HERMES_ADMIN_SECRET_KEY": "bench",
                        "DJANGO_SETTINGS_MODULE": "hermes_admin.settings"})
     import django
@@ -148,7 +159,7 @@ def main() -> int:
     from sessions_app.stores.retention import Criteria
 
     registry.scan()
-    store = registry.get("default")
+    store = registry.get(args.profile if args.in_place else "default")
     size = stats(store.path)
     criteria = Criteria(older_than_days=args.older_than)
     res: dict = {"store": size, "criteria": criteria.as_dict(), "copy_seconds": round(copied, 1),
@@ -172,9 +183,10 @@ def main() -> int:
 
     client = Client(HTTP_HOST="localhost")
     client.force_login(User.objects.create_superuser("bench", password=None))
-    assert client.get("/prune/").status_code == 200  # templates compiled, Hermes' section read once
+    page_url = f"/p/{store.key}/prune/"
+    assert client.get(page_url).status_code == 200  # templates compiled, Hermes' section read once
     t = time.perf_counter()
-    page = client.get(f"/prune/?older_than={args.older_than:g}")
+    page = client.get(f"{page_url}?older_than={args.older_than:g}")
     assert page.status_code == 200, page.status_code
     res["page"] = {"seconds": time.perf_counter() - t, "bytes": len(page.content), "rss_mb": rss_mb()}
     t = time.perf_counter()
@@ -239,8 +251,6 @@ def main() -> int:
     res["restore"] = {"entries": len(entries), "seconds": time.perf_counter() - t,
                       "applied": sum(o.status == "applied" for o in outcomes)}
     if not args.no_hermes:
-        twin = work / "twin" / "state.db"
-        copy_store(source, twin)
         res["hermes_prune"] = hermes_prune(twin, args.older_than)
     res["after"] = stats(store.path)
 
@@ -252,7 +262,7 @@ def main() -> int:
           f"RSS {p['rss_mb']:.0f} MB")
     c, g = res["check"], res["page"]
     print(f"check mode (run_prune, apply=False): {c['seconds']:.2f} s, {c['units']:,} units; Prune page "
-          f"/prune/?older_than={args.older_than:g}: {g['seconds']:.2f} s ({g['bytes'] / 1024:.0f} KiB)")
+          f"{page_url}?older_than={args.older_than:g}: {g['seconds']:.2f} s ({g['bytes'] / 1024:.0f} KiB)")
     h = res["hermes_autoprune_preview"]
     print(f"Hermes' auto-prune preview: {h['seconds']:.2f} s, {h['sessions']:,} sessions ({h['rule']} rule)")
     print(f"apply: {a['seconds']:.1f} s, {a['units']:,} units in {a['batches']} batches ({a['units_per_second']:.1f} "
