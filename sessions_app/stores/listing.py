@@ -29,6 +29,7 @@ import datetime as dt
 import hashlib
 import sqlite3
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
@@ -321,37 +322,94 @@ def _walk_down(filters: Filters, before) -> bool:
 
 def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, limit: int, after, before):
     """``(capped count, [(pk, sort)] of the page, {pk: row})`` of one store, the
-    querysets built by the ORM and run on ``conn`` (:func:`_rows`)."""
+    querysets built by the ORM (once per page shape, :func:`_memo`) and run on ``conn``."""
+    started_indexed = None
     if filters.order == "activity":
-        indexed, sort = indexed_activity(conn, caps), None
+        indexed = indexed_activity(conn, caps)
     elif filters.order == "started" or filters.order not in ORDERS:
-        indexed, sort = False, _started(indexed_started(conn))
+        indexed, started_indexed = False, indexed_started(conn)
     else:
-        indexed, sort = False, _sort_expression(filters.order, caps)
+        indexed = False
+    # Everything the count and page statements are built from (cursor values too);
+    # caps identifies the store's columns (a new object after a schema change).
+    key = ("page", str(store.path), store.key, id(caps), repr(filters), indexed, started_indexed, limit, after, before)
+    count_stmt, page_stmt = _memo(key, caps, lambda: _page_statements(
+        store, caps, filters, indexed, started_indexed, limit, after, before))
+    counted = _execute(conn, count_stmt, count=True)  # activity only where filtered on
+    n = counted[0][0] if counted else 0
+    # Two steps: the page's ids and sort values in order (reads only what the order
+    # needs), then their columns by primary key (wide rows read for this page only).
+    # Position and "more" come from the first step alone: a row deleted or changed
+    # before the second read drops out of this page without ending the pagination.
+    found = [tuple(r) for r in _execute(conn, page_stmt)]
+    wide = {}
+    if found:
+        names, stmt = _memo(("wide", str(store.path), id(caps), indexed, len(found)), caps,
+                            lambda: _wide_statement(store, caps, indexed, len(found)))
+        sql, params, slots = stmt
+        params = list(params)
+        for slot, (pk, _) in zip(slots, found):
+            params[slot] = pk
+        wide = {row["id"]: row for row in (dict(zip(names, r)) for r in conn.execute(sql, params).fetchall())}
+    return n, found, wide
+
+
+# Compiled statements of list pages (key -> (caps, statements)), newest last. The
+# ORM's building and compiling of a page's three querysets cost ~3 ms per store
+# (most of the list across ten profiles, docs/benchmarks.md); the same page shape
+# gives the same SQL, so it is compiled once. The entry keeps its caps alive so
+# that id(caps) in a key cannot be reused by another store's capabilities.
+_COMPILED: OrderedDict = OrderedDict()
+COMPILED_MAX = 256
+_PK = "\x00pk:"  # placeholder values for the wide query's ids (no store id starts with NUL)
+
+
+def _memo(key, caps, build):
+    hit = _COMPILED.get(key)
+    if hit is not None and hit[0] is caps:
+        _COMPILED.move_to_end(key)
+        return hit[1]
+    value = build()
+    _COMPILED[key] = (caps, value)
+    while len(_COMPILED) > COMPILED_MAX:
+        _COMPILED.popitem(last=False)
+    return value
+
+
+def _page_statements(store: Store, caps, filters: Filters, indexed: bool, started_indexed, limit: int,
+                     after, before):
+    """``(count statement, page statement)`` (:func:`_compile`) of one store's page."""
+    if filters.order == "activity":
+        sort = None
+    elif filters.order == "started" or filters.order not in ORDERS:
+        sort = _started(started_indexed)
+    else:
+        sort = _sort_expression(filters.order, caps)
     qs = filtered(store, caps, filters, indexed)
     qs = qs.annotate(sort=F("activity") if sort is None else sort)
-    counted = _rows(conn, qs.order_by().values("pk")[: COUNT_CAP + 1], count=True)  # activity only where filtered on
-    n = counted[0][0] if counted else 0
-    columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
+    count = _compile(qs.order_by().values("pk")[: COUNT_CAP + 1], count=True)
     # Cursors compare as in a list shown biggest first: a later row there is _after.
     cursor = after if before is None else before
     if _walk_down(filters, before):
         page = (qs if cursor is None else _after(qs, store.key, cursor)).order_by("-sort", "-id")
     else:
         page = (qs if cursor is None else _before(qs, store.key, cursor)).order_by("sort", "id")
-    # Two steps: the page's ids and sort values in order (reads only what the order
-    # needs), then their columns by primary key (wide rows read for this page only).
-    # Position and "more" come from the first step alone: a row deleted or changed
-    # before the second read drops out of this page without ending the pagination.
-    found = [tuple(r) for r in _rows(conn, page.values_list("pk", "sort")[: limit + 1])]
-    wide = {}
-    if found:
-        wide_qs = AgentSession.objects.for_store(store, caps).filter(pk__in=[pk for pk, _ in found])
-        wide_qs = wide_qs.annotate(activity=_activity(store, caps, indexed)).order_by().values(*columns, "activity")
-        query = wide_qs.query
-        names = [*query.extra_select, *query.values_select, *query.annotation_select]
-        wide = {row["id"]: row for row in (dict(zip(names, r)) for r in _rows(conn, wide_qs))}
-    return n, found, wide
+    return count, _compile(page.values_list("pk", "sort")[: limit + 1])
+
+
+def _wide_statement(store: Store, caps, indexed: bool, n: int):
+    """``(column names, (sql, params, slots))`` of the wide read of ``n`` sessions by
+    primary key: compiled with placeholder ids, ``slots`` the positions in ``params``
+    where the page's ids go, in their order."""
+    columns = [c for c in LIST_COLUMNS if caps.has("sessions", c)]
+    marks = [f"{_PK}{i}" for i in range(n)]
+    wide_qs = AgentSession.objects.for_store(store, caps).filter(pk__in=marks)
+    wide_qs = wide_qs.annotate(activity=_activity(store, caps, indexed)).order_by().values(*columns, "activity")
+    query = wide_qs.query
+    names = [*query.extra_select, *query.values_select, *query.annotation_select]
+    sql, params = _compile(wide_qs)
+    where = {p: i for i, p in enumerate(params) if isinstance(p, str) and p.startswith(_PK)}
+    return names, (sql, tuple(params), [where[m] for m in marks])
 
 
 def _add_liveness(store: Store, conn: sqlite3.Connection, caps, wide: dict) -> None:
@@ -366,19 +424,27 @@ def _add_liveness(store: Store, conn: sqlite3.Connection, caps, wide: dict) -> N
         row["live_evidence"] = [e.detail for e in index.evidence(pk)] if index is not None else []
 
 
-def _rows(conn: sqlite3.Connection, qs, count: bool = False) -> list:
-    """The rows of ``qs`` run on ``conn`` (``count``: its row count), as the ORM would
-    fetch them on the store's alias: the SQL its compiler writes, placeholders
-    converted as Django's SQLite backend does; no converter applies to these
-    columns (text, integer, real). An empty ``IN ()`` gives no rows, as in Django."""
+def _compile(qs, count: bool = False):
+    """``(sql, params)`` of ``qs`` (``count``: of its row count) for a plain sqlite3
+    connection, as the ORM would run it on the store's alias: the SQL its compiler
+    writes, placeholders converted as Django's SQLite backend does; no converter
+    applies to these columns (text, integer, real). None when the ORM knows the
+    result is empty (an empty ``IN ()``)."""
     try:
         sql, params = qs.query.get_compiler(using=qs.db).as_sql()
     except EmptyResultSet:
-        return [(0,)] if count else []
+        return None
     sql = FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
     if count:
         sql = f"SELECT COUNT(*) FROM ({sql})"
-    return conn.execute(sql, params).fetchall()
+    return sql, tuple(params)
+
+
+def _execute(conn: sqlite3.Connection, stmt, count: bool = False) -> list:
+    """The rows of a :func:`_compile` statement on ``conn`` (an empty result as in Django)."""
+    if stmt is None:
+        return [(0,)] if count else []
+    return conn.execute(*stmt).fetchall()
 
 
 def _entry_key(entry) -> tuple:

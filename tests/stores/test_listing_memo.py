@@ -1,0 +1,69 @@
+"""A list page's statements are compiled once per page shape (``listing._memo``):
+what a page shows still follows the store. Rows written since, pages of other
+sizes and orders, a filter changed, the next page, a column added by a migration,
+and the same shape over another profile's store all come out as a fresh compile
+gives them."""
+
+import sqlite3
+import time
+
+import pytest
+
+from sessions_app.stores import listing
+from sessions_app.stores.listing import Filters, list_sessions
+from tests.checks.helpers import store_of
+
+pytestmark = pytest.mark.django_db
+
+
+def ids(page):
+    return [(r["profile"], r["id"], r.get("title"), r.get("activity")) for r in page.rows]
+
+
+def fresh(stores, filters, **kwargs):
+    listing._COMPILED.clear()
+    return list_sessions(stores, filters, **kwargs)
+
+
+def write_session(store, sid: str, title: str, started: float) -> None:
+    conn = sqlite3.connect(store.path)
+    conn.execute("INSERT INTO sessions(id, source, started_at, title) VALUES (?, 'cli', ?, ?)", (sid, started, title))
+    conn.execute("INSERT INTO messages(session_id, role, content, timestamp) VALUES (?, 'user', 'hi', ?)",
+                 (sid, started + 1))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("order", ["started", "activity", "messages", "title"])
+def test_memoised_pages_follow_the_store(hermes_home, order):
+    store = store_of(hermes_home, "default")
+    filters = Filters(profiles=["default"], order=order)
+    first = list_sessions([store], filters, limit=3)
+    assert ids(list_sessions([store], filters, limit=3)) == ids(first) == ids(fresh([store], filters, limit=3))
+    second = list_sessions([store], filters, limit=3, after=first.next_cursor)
+    assert ids(second) == ids(fresh([store], filters, limit=3, after=first.next_cursor))
+    assert ids(list_sessions([store], filters, limit=5)) == ids(fresh([store], filters, limit=5))
+    write_session(store, "memo_new", "memo new", time.time() + 3600)
+    again = list_sessions([store], filters, limit=3)
+    assert ids(again) == ids(fresh([store], filters, limit=3))
+    if order in ("started", "activity"):
+        assert again.rows[0]["id"] == "memo_new"
+    narrowed = Filters(profiles=["default"], order=order, q="memo")
+    assert [r["id"] for r in list_sessions([store], narrowed, limit=3).rows] == ["memo_new"]
+
+
+def test_same_shape_over_other_stores_and_after_a_migration(hermes_home):
+    stores = [store_of(hermes_home, p) for p in ("default", "ops", "legacy", "archive")]
+    for store in stores:
+        assert ids(list_sessions([store], Filters(), limit=4)) == ids(fresh([store], Filters(), limit=4))
+    assert ids(list_sessions(stores, Filters(), limit=10)) == ids(fresh(stores, Filters(), limit=10))
+    legacy = stores[2]
+    list_sessions([legacy], Filters(order="activity"), limit=4)
+    conn = sqlite3.connect(legacy.path)
+    conn.execute("ALTER TABLE sessions ADD COLUMN last_activity_at REAL")
+    conn.execute("UPDATE sessions SET last_activity_at = 4102444800 WHERE id = (SELECT MIN(id) FROM sessions)")
+    conn.commit()
+    conn.close()
+    page = list_sessions([legacy], Filters(order="activity"), limit=4)
+    assert page.rows[0]["activity"] == 4102444800
+    assert ids(page) == ids(fresh([legacy], Filters(order="activity"), limit=4))
