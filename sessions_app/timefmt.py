@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.utils import timezone
+from django.utils.timesince import timesince, timeuntil
 
 UTC_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -42,12 +44,20 @@ def exact_utc(value) -> str | None:
 
 
 def relative(value) -> str | None:
-    """Epoch seconds (or an aware datetime) as "3 hours ago" / "2 days, 4 hours from
-    now" / "now" (Django's ``naturaltime``, with plain spaces); ``None`` when not a time."""
+    """Epoch seconds (or an aware datetime) as "3 hours ago" / "2 days from now" /
+    "now": the largest unit only (the exact time goes beside it or on hover), from
+    Django's ``timesince`` / ``naturaltime``, with plain spaces; ``None`` when not a time."""
     when = to_datetime(value)
     if when is None:
         return None
-    return str(naturaltime(when)).replace("\xa0", " ")
+    now = timezone.now()
+    if abs((now - when).total_seconds()) < 60:
+        shown = str(naturaltime(when))  # "now", "20 seconds ago", "a minute from now"
+    elif when <= now:
+        shown = f"{timesince(when, now, depth=1)} ago"
+    else:
+        shown = f"{timeuntil(when, now, depth=1)} from now"
+    return shown.replace("\xa0", " ")
 
 
 _UNITS = ((86400, "day"), (3600, "h"), (60, "min"), (1, "s"))

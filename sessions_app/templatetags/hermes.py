@@ -11,6 +11,7 @@ from django import template
 from django.utils.html import format_html
 
 from .. import timefmt
+from ..presenters.labels import label as _label
 from ..checks.registry import BY_CODE as CHECKS
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
 from ..bidi import isolate as _isolate
@@ -68,6 +69,29 @@ def human_duration(value):
     """Seconds as ``12 s``, ``1 h 58 min``, ``3 days`` (``timefmt.human_duration``);
     ``—`` when not a number."""
     return timefmt.human_duration(value)
+
+
+@register.filter
+def plain(value):
+    """A value as plain words, never a Python repr: a list joined with commas, a
+    dict as ``key: value`` pairs, anything else as it is."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(plain(v)) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{words(k)}: {plain(v)}" for k, v in value.items())
+    return value
+
+
+@register.filter
+def column_label(column):
+    """A store column's label (``presenters.labels``), or its raw name when none is known."""
+    return _label(str(column))
+
+
+@register.filter
+def words(value):
+    """A snake_case key as words (``files_kept_in_trash`` -> ``files kept in trash``)."""
+    return str(value).replace("_", " ")
 
 
 @register.filter

@@ -40,7 +40,7 @@ def test_a_repair_preview_reads_as_a_table(logged_in, live_server, hermes_home, 
     lines = after.locator(".cell-fields > div").all_inner_texts()
     assert lines[1] == "Source unknown" and lines[0] == f"Session id {IDS['long']}"
     started = after.locator("time")
-    assert re.fullmatch(r"\d+ months?(, \d+ weeks?)? ago|\d+ weeks?(, \d+ days?)? ago", started.inner_text())
+    assert re.fullmatch(r"\d+ (months?|weeks?) ago", started.inner_text())
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", started.get_attribute("title"))
     text = page.locator("main").inner_text()
     assert not REPR.search(text), REPR.search(text)

@@ -231,3 +231,10 @@ def test_trash_entry_titles_say_what_happened_once(home):
     assert visible(re.search(r"<h1[^>]*>(.*?)</h1>", html, re.S).group(1)) == f"Restored {sid}"
     listing = admin.get("/trash/").content.decode()
     assert re.search(r'<td><a href="/trash/[^"]+/"><time datetime="[^"]+Z" title="[^"]+ UTC">', listing)
+
+
+def test_plain_and_words_filters_never_print_a_repr():
+    assert render("{{ v|plain }}", v=["a.jsonl", "b.jsonl"]) == "a.jsonl, b.jsonl"
+    assert render("{{ v|plain }}", v={"parent_links_dropped": 2, "files": ["x"]}) == "parent links dropped: 2; files: x"
+    assert render("{{ v|plain }}", v=3) == "3"
+    assert render("{{ k|words }}", k="files_kept_in_trash") == "files kept in trash"

@@ -277,7 +277,8 @@ class RestoreWrite(Write):
         if kept:
             report["files_kept_in_trash"] = kept
         entry.update(restore_report=report, restored_files=moved, restore_file_problems=problems)
-        notes = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in report.items())
+        notes = "; ".join(f"{k.replace('_', ' ')}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                          for k, v in report.items())  # words, not a list's repr
         outcome.done += f", {len(moved)} file(s)" + (f"; {notes}" if notes else "")
 
     def verify(self, store, outcome):
