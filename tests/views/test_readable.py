@@ -86,7 +86,7 @@ def home(hermes_home, settings, tmp_path):
 
 def cells(html: str, table_class: str = "changes") -> list[list[str]]:
     table = re.search(rf'<table class="[^"]*\b{table_class}\b[^"]*">(.*?)</table>', html, re.S).group(1)
-    return [[visible(c) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
+    return [[re.sub(r" ([,;])", r"\1", visible(c)) for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S)]
 
 
@@ -238,3 +238,49 @@ def test_plain_and_words_filters_never_print_a_repr():
     assert render("{{ v|plain }}", v={"parent_links_dropped": 2, "files": ["x"]}) == "parent links dropped: 2; files: x"
     assert render("{{ v|plain }}", v=3) == "3"
     assert render("{{ k|words }}", k="files_kept_in_trash") == "files kept in trash"
+
+
+def test_every_change_shape_the_actions_plan_renders_without_a_repr():
+    """The shapes of ``Change`` the actions build (actions/*), rendered by the plan table."""
+    from django.template.loader import render_to_string
+
+    from sessions_app.actions.base import Change
+    from sessions_app.presenters.changes import change_table
+
+    now = 1796187600.0
+    changes = [
+        Change("update", "messages", {"id": 12}, "active", 1, 0),
+        Change("update", "sessions", {"id": "s1"}, "ended_at", None, now),
+        Change("update", "sessions", {"id": "s1"}, "parent_session_id", "p1", None),
+        Change("insert", "messages", {"after_id": 41, "order": 0}, after={
+            "role": "assistant", "timestamp": now, "timestamp_estimated": True, "from": "s1.jsonl", "kind": "jsonl"}),
+        Change("insert", "messages", {"jsonl_line": 3}, after={"role": "user", "timestamp": now, "content_chars": 12}),
+        Change("move", "messages", {"id": 7}, before=7, after="re-inserted after the imported messages, then removed"),
+        Change("insert", "messages", {"copy_of": 7}, after="after the imported messages"),
+        Change("insert", "ops:sessions", {"id": "s1"}, after={"messages": 4, "store": "ops", "title": "t"}),
+        Change("delete", "sessions", {"id": "s1"}, before={"messages": 4}),
+        Change("delete", "session_turn_leases", {"conversation_id": "c1"}, before={"holder": "pid=1", "expires_at": now}),
+        Change("move", "file", {"path": "sessions/s1.jsonl"}, before="default", after="ops"),
+    ]
+    # Recorded changes (run reports, audit events) are the same as dicts, with lists as keys.
+    recorded = [c.__dict__ for c in changes] + [
+        {"op": "delete", "table": "messages", "key": {"session_id": ["a", "b"]}, "after": 12}]
+    for given in (changes, recorded):
+        table = change_table(given)
+        assert table.tabular and table.total == len(given)
+        html = render_to_string("sessions/_changes.html", {"table": table})
+        text = visible(html)
+        assert not REPR.search(text), REPR.search(text)
+        assert "{" not in text and "[" not in text
+        rows = cells(html)
+        assert rows[1][:5] == ["Hide", "Message #12", "Shown", "yes", "no"]
+        assert rows[2][2] == "Ended" and 'datetime="2026-12-02T05:00:00Z"' in html
+        assert rows[4][1] == "Message after message #41, position 0"
+        assert "Time estimated yes" in rows[4][4] and "From file s1.jsonl" in rows[4][4]
+        assert rows[8][1] == "Session in profile ops s1"
+        assert rows[10][1] == "Turn lease c1" and "Holder pid=1" in rows[10][3]
+    assert cells(render_to_string("sessions/_changes.html", {"table": change_table(recorded)}))[-1][1] == \
+        "Message of session a, b"
+    odd = change_table([{"after": {"title": "x"}}])  # an older event's free-form changes
+    assert not odd.tabular
+    assert "<pre" in render_to_string("sessions/_changes.html", {"table": odd, "raw": "[]"})
