@@ -269,6 +269,11 @@ def machine() -> dict:
     return info
 
 
+def _size(messages: int) -> str:
+    """``1 M``, ``100k``: a store's size as the section titles say it."""
+    return f"{messages / 1e6:.0f} M" if messages >= 950_000 else f"{messages / 1e3:.0f}k"
+
+
 def _budget_value(b: dict) -> str:
     value = b["measured"]
     if value is None:
@@ -323,7 +328,7 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
         "- Raw SQL floor of a store-layer function: every statement it ran, captured with the `sqlite3` trace "
         "callback, replayed by the `sqlite3` module alone on one read-only connection.",
         "",
-        f"## Pages (1 M-message store, {rounds} interleaved rounds)",
+        f"## Pages ({_size(dflt['messages'])}-message store, {rounds} interleaved rounds)",
         "",
         *pages_table(res),
         "",
