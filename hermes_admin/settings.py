@@ -189,6 +189,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "sessions_app.context_processors.demo_home",
+                "sessions_app.context_processors.fleet",
             ],
         },
     },

@@ -22,6 +22,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+umask 077  # worker logs and data folders private, as the dashboard's data-folder check wants
 DEMO="$(realpath -m "${FLEET_DEMO_DIR:-var/fleet-demo}")"
 mkdir -p "$DEMO"
 chmod 755 "$DEMO"
@@ -62,7 +63,13 @@ mkdir -p -m 700 "$HERMES_ADMIN_DATA"
 for host in alpha beta; do
   data="$DEMO/worker-$host"
   mkdir -p -m 700 "$data"
-  home="$(HERMES_ADMIN_DATA="$data" .venv/bin/python manage.py make_demo_home --dest "$DEMO/home-$host")"
+  # Built under the worker's host name: its first check run is keyed "<profile> on host-<name>".
+  existed=0; [ -d "$DEMO/home-$host" ] && existed=1
+  home="$(HERMES_ADMIN_DATA="$data" HERMES_ADMIN_HOST="host-$host" .venv/bin/python manage.py make_demo_home --dest "$DEMO/home-$host")"
+  if [ "$existed" = 1 ]; then  # a kept home, a new database: check it again (read-only) for the overview
+    HERMES_ADMIN_DATA="$data" HERMES_ADMIN_HOST="host-$host" .venv/bin/python manage.py heal_sessions \
+      --root "$home" --all-profiles --json >/dev/null 2>&1 || true  # exit 1/2: the demo's findings
+  fi
   echo "host-$host: demo home $home, worker log $data/worker.log" >&2
   HERMES_ADMIN_DATA="$data" HERMES_ROOTS="$home" HERMES_ADMIN_HOST="host-$host" setsid \
     .venv/bin/celery -A hermes_admin worker -Q "hermes.host-$host" -P threads -c 4 -n "host-$host@%h" \

@@ -137,3 +137,20 @@ def test_remote_export_is_streamed_in_chunks_and_whole(hosts_up, admin, settings
     assert body == whole.data["text"]
     assert body.count("\n") == 61 and '"role": "session_meta"' in body.splitlines()[0]
     assert admin.get(f"/fleet/p/{quote(KEY)}/s/nosuch/export.md").status_code == 404
+
+
+def test_fleet_check_starts_a_check_on_the_named_host(hosts_up):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("fleet_check", "--host", "host-a", stdout=out)
+    run_id = int(re.search(r"host-a: run #(\d+) \(check, 6 profile", out.getvalue()).group(1))
+    run = _finish(run_id)
+    assert run.status == "done", run.error
+    names = ("default", "archive", "edge", "legacy", "ops", "research")
+    assert {p["profile"] for p in run.report["profiles"]} == {f"{n} on host-a" for n in names}
+    with pytest.raises(SystemExit) as exited:
+        call_command("fleet_check", "--host", "nosuch", stdout=StringIO(), stderr=StringIO())
+    assert exited.value.code == 1
