@@ -47,7 +47,8 @@ class HealthPage:
     findings (masked), each with ``session_url`` / ``repair_url`` / ``collision_url``
     where they apply and ``first`` (``[{"heal", "check"}]``: the session's repairs to
     apply before this one, ``actions.registry.repair_first``); ``unrepaired`` counts the findings without a repair (the page
-    then shows the check's ``next_step``)."""
+    then shows the check's ``next_step``), ``repairable`` those with one (*Repair all
+    findings of this kind*)."""
 
     health: object
     groups: list[dict]
@@ -68,10 +69,12 @@ def health_page(store, *, user) -> HealthPage:
     for finding in health.findings:
         group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
                                                      "severity": finding["severity"], "total": 0, "rows": [],
-                                                     "unrepaired": 0})
+                                                     "unrepaired": 0, "repairable": 0})
         group["total"] += 1
         if not finding.get("heal"):
             group["unrepaired"] += 1
+        elif finding["heal"] in ACTIONS:
+            group["repairable"] += 1
         if len(group["rows"]) >= SHOWN_PER_CHECK:
             continue
         row = {**finding, "detail": masker(finding["detail"])}  # details may quote store text

@@ -19,11 +19,14 @@ from ..models import HealRun
 from ..presenters import NotFound
 from ..presenters.health import health_page
 from ..presenters.health import repair_preview as preview_for
+from ..presenters.repair_all import REPAIR_ALL_MAX, repair_all_preview
 from ..stores import registry
 from .common import refuse_token, require_perm, store_view
 
 PLAN_SALT = "repair-plan"
+PLANS_SALT = "repair-all-plans"
 REPAIR_REFUSED = "repair_apply"  # audit action of a refused plan token
+REPAIR_ALL_REFUSED = "repair_all_apply"
 PLAN_MAX_AGE = 3600  # seconds a previewed plan stays valid
 
 
@@ -144,4 +147,48 @@ def repair_apply(request, store, session_id):
     if action is None or not request.user.has_perm(f"sessions_app.{action.permission}"):
         raise PermissionDenied  # e.g. a move needs delete_sessions, not only run_heal
     run = _start(request, mode="apply", profiles=[store.key], plans=[data], only=[data["check"]])
+    return redirect("run", run.pk)
+
+
+@require_GET
+@require_perm("run_heal")
+@store_view
+def repair_all(request, store, check):
+    """*Repair all findings of this kind*: every ``check`` finding of the profile,
+    checked live and planned one by one (``presenters.repair_all``), to confirm at once."""
+    try:
+        shown = repair_all_preview(store, check, user=request.user)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+    missing = sorted(p for p in shown.permissions if not request.user.has_perm(f"sessions_app.{p}"))
+    token = signing.dumps(shown.plans, salt=PLANS_SALT, compress=True) if shown.plans and not missing else None
+    return render(request, "sessions/repair_all.html", {
+        "store": store, "shown": shown, "check": shown.check, "token": token,
+        "missing": [p.replace("_", " ") for p in missing],
+        "cap": REPAIR_ALL_MAX,
+    })
+
+
+@require_POST
+@require_perm("run_heal")
+@store_view
+def repair_all_apply(request, store, check):
+    """Apply the confirmed plans of :func:`repair_all` as one background job (the
+    plan job of single repairs: each plan its own guarded write)."""
+    try:
+        plans = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLAN_MAX_AGE)
+    except signing.SignatureExpired:
+        flash.warning(request, "That preview is more than an hour old; here is a fresh one.")
+        return redirect("repair_all", store.key, check)
+    except signing.BadSignature:
+        return refuse_token(request, REPAIR_ALL_REFUSED, "invalid repair plans (forged or corrupted token)", store)
+    if not isinstance(plans, list) or not plans or not all(
+            isinstance(p, dict) and p.get("profile") == store.key and p.get("check") == check for p in plans):
+        return refuse_token(request, REPAIR_ALL_REFUSED, f"the repair plans are not this profile's {check} findings",
+                            store)
+    for data in plans:
+        action = ACTIONS.get(data.get("action", ""))
+        if action is None or not request.user.has_perm(f"sessions_app.{action.permission}"):
+            raise PermissionDenied  # e.g. moves need delete_sessions, not only run_heal
+    run = _start(request, mode="apply", profiles=[store.key], plans=plans, only=[check])
     return redirect("run", run.pk)

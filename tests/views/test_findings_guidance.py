@@ -13,6 +13,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from sessions_app.checks import registry as checks
+from sessions_app.checks import run_store_checks
 from sessions_app.models import HealRun
 from sessions_app.stores import registry
 from tests.checks.helpers import damage
@@ -157,3 +158,56 @@ def test_an_auditor_sees_the_staleness_without_a_re_check_button(home):
     assert 'data-stale="ops"' in health and "The store changed 1 h" in health and "Re-check now" not in health
     overview = text(client.get("/"))
     assert 'data-stale="ops"' in overview and "Re-check</button>" not in overview
+
+
+def run_of(response) -> HealRun:
+    assert response.status_code == 302, response.status_code
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done", run.error
+    return run
+
+
+def test_repair_all_findings_of_one_kind(admin_client, home):
+    s = registry.get("default")
+    dupes = [IDS["long"], IDS["cli_main"]]
+    for sid in dupes:
+        duplicate_without_count(s, sid)
+    drifted = IDS["branch_parent"]  # a counter wrong for no other reason
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET message_count = message_count + 3 WHERE id = ?", (drifted,))
+    check_pass(admin_client)
+    health = text(admin_client.get("/p/default/health/"))
+    assert 'href="/p/default/repair-all/duplicate_live_rows/">Repair all findings of this kind (2)…</a>' in health
+
+    # The recounts of the sessions with a duplicate wait for the hide; the other one is offered.
+    recounts = text(admin_client.get("/p/default/repair-all/counter_drift/"))
+    for sid in dupes:
+        row = recounts[recounts.index(f'<tr data-session="{sid}" class="held">'):]
+        assert "left out: <code>hide_duplicates</code> first" in row[:row.index("</tr>")]
+    assert f'<tr data-session="{drifted}">' in recounts
+
+    preview = text(admin_client.get("/p/default/repair-all/duplicate_live_rows/"))
+    assert "Apply 2 repairs</button>" in preview
+    token = re.search(r'name="plans" value="([^"]+)"', preview).group(1)
+    run = run_of(admin_client.post("/p/default/repair-all/duplicate_live_rows/apply/", {"plans": token}))
+    actions = run.report["profiles"][0]["actions"]
+    assert sorted(a["session_id"] for a in actions) == sorted(dupes)
+    assert {a["status"] for a in actions} == {"applied"}
+    # The fresh pass after it (the plan job's own): no duplicate left, and the hides
+    # recounted their sessions; only the unrelated drift remains.
+    health = text(admin_client.get("/p/default/health/"))
+    assert 'id="check-duplicate_live_rows"' not in health
+    with s.read() as conn:
+        for sid in dupes:
+            [(count, active)] = conn.execute(
+                "SELECT message_count, (SELECT COUNT(*) FROM messages WHERE session_id = s.id AND active = 1) "
+                "FROM sessions s WHERE id = ?", (sid,)).fetchall()
+            assert count == active
+    left = {f.session_id for f in run_store_checks(s, only=["counter_drift"]).findings if f.severity == "warning"}
+    assert left == {drifted}
+
+    # A token is bound to its profile and check.
+    assert admin_client.post("/p/default/repair-all/counter_drift/apply/", {"plans": token}).status_code == 400
+    assert admin_client.post("/p/ops/repair-all/duplicate_live_rows/apply/", {"plans": token}).status_code == 400
+    assert admin_client.post("/p/default/repair-all/duplicate_live_rows/apply/", {"plans": "forged"}).status_code == 400
+    assert admin_client.get("/p/default/repair-all/no_such_check/").status_code == 404

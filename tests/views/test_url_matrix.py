@@ -41,6 +41,8 @@ TABLE = {
     "heal_profile": [("get", "/p/default/heal/", "run_heal"), ("post", "/p/default/heal/", "run_heal")],
     "repair_preview": [("get", f"/p/default/s/{SID}/repair/?check=counter_drift", "view_dashboard")],
     "repair_apply": [("post", f"/p/default/s/{SID}/repair/apply/", "run_heal")],
+    "repair_all": [("get", "/p/default/repair-all/counter_drift/", "run_heal")],
+    "repair_all_apply": [("post", "/p/default/repair-all/counter_drift/apply/", "run_heal")],
     "message_raw": [("get", f"/p/default/s/{SID}/m/1/", "view_transcripts")],
     "session_export": [("get", f"/p/default/s/{SID}/export.jsonl", "view_transcripts")],
     "session_copies": [("get", f"/p/default/s/{SID}/copies/", "view_dashboard")],
