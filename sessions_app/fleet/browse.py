@@ -80,7 +80,9 @@ def export(key: str, session_id: str, fmt: str = "jsonl", lineage: bool = False,
     sent are passed over, then pieces are taken until ``max_bytes`` (UTF-8 bytes,
     at least one piece); ``next`` is the ``skip`` of the following chunk, None at
     the end. Each chunk is its own read of the store: a session that grows between
-    chunks exports its new rows at the end, as a longer single read would.
+    chunks exports its new rows at the end, as a longer single read would. The
+    cost: chunk *n* formats and skips the *n - 1* chunks before it (stateless
+    tasks keep no generator between calls), so large chunks are cheaper.
     """
     from ..stores import export as exports
     from ..stores import session_info

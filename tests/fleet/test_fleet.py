@@ -114,6 +114,9 @@ def test_a_stopped_host_is_unreachable_and_the_other_hosts_pages_still_answer(ho
         assert admin.get(f"/fleet/p/{quote(key)}/s/{quote(sid)}/").status_code == 200
         gone = admin.get(f"/fleet/p/{quote('default on host-a')}/")
         assert gone.status_code == 503 and "unreachable" in gone.content.decode()
+        search = admin.get("/fleet/search/?q=build").content.decode()
+        assert "host host-a is unreachable" in search.split('data-host="host-a"', 1)[1].split("</section>", 1)[0]
+        assert 'class="hit' in search.split('data-host="host-b"', 1)[1].split("</section>", 1)[0]
     finally:
         workers["host-a"].start()
 
