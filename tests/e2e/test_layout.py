@@ -45,28 +45,52 @@ def shots() -> Path:
     return Path(folder) if folder else None
 
 
+def href(page, selector: str) -> str:
+    return page.locator(selector).first.get_attribute("href")
+
+
 def page_urls(page, base: str) -> dict[str, str]:
-    """Name -> path of every page family, found by following the dashboard's own links."""
+    """Name -> path of every page family, found by following the dashboard's own links.
+    One session is deleted on the way (through its confirmation page), so the trash,
+    its entry and an audit event have something to show."""
     page.goto(f"{base}/sessions/?profile=default&order=messages")
-    session = page.locator("table.sessions tbody a[href^='/p/default/s/']").first.get_attribute("href")
+    session = href(page, "table.sessions tbody a[href^='/p/default/s/']")
+    page.goto(f"{base}/sessions/?profile=research&state=ended&order=started&dir=asc")
+    doomed = href(page, "table.sessions tbody a[href^='/p/research/s/']")
+    page.goto(f"{base}{doomed}delete/")
+    page.click("form.delete-form button[type=submit]")
+    page.wait_for_url("**/trash/*/")
+    trash_entry = page.url.removeprefix(base)
     page.goto(f"{base}/runs/")
     run = page.locator("a[href^='/runs/']").filter(has_text=re.compile(r"\d")).first.get_attribute("href")
+    page.goto(f"{base}/audit/")
+    event = href(page, "table.audit a[href^='/audit/']")
+    page.goto(f"{base}/p/default/health/")
+    repair = href(page, "a[href*='/repair/']")
+    page.goto(f"{base}/p/legacy/migrate/")
+    jsonl = href(page, "a[href$='/jsonl/']")
     return {
         "overview": "/",
         "sessions": "/sessions/",
         "session": session,
         "profile": "/p/default/",
         "health": "/p/default/health/",
+        "history": "/p/default/history/",
+        "repair": repair,
         "runs": "/runs/",
         "run": run,
         "audit": "/audit/",
+        "audit-event": event,
+        "delete-confirm": f"{session}delete/",
         "trash": "/trash/",
+        "trash-entry": trash_entry,
         "copies": f"{session}copies/",
         "search": "/p/default/search/?q=the",
         "search-everywhere": "/search/?q=the",
         "usage": "/usage/",
         "prune": "/prune/",
         "migration": "/p/legacy/migrate/",
+        "jsonl": jsonl,
     }
 
 

@@ -63,7 +63,7 @@ def test_timeline_lists_every_event_and_filters(admin_client, events):
 
 def test_event_detail_shows_the_backup_and_plan(admin_client, events):
     event = events.get(action="recreate_session_row")
-    html = admin_client.get(f"/audit/{event.pk}/").content.decode()
+    html = admin_client.get(f"/audit/{event.pk}/").content.decode().replace("<wbr>", "")  # paths break after "/"
     assert event.backup_sha256 in html and event.backup_path in html and "source" in html
 
 

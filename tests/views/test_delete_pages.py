@@ -90,7 +90,7 @@ def test_confirm_delete_trash_and_restore(home):
     assert admin.get(f"/p/default/s/{sids['cli_main']}/").status_code == 404
     listing = text(admin.get("/trash/"))
     assert entry_id in listing and sids["cli_main"] in listing
-    detail = text(admin.get(f"/trash/{entry_id}/"))
+    detail = text(admin.get(f"/trash/{entry_id}/")).replace("<wbr>", "")  # paths break after "/"
     assert "Restore" in detail and str(trash.get_entry(entry_id).path) in detail
     response = admin.post(f"/trash/{entry_id}/restore/")
     assert response.status_code == 302 and response["Location"] == f"/p/default/s/{sids['cli_main']}/"
