@@ -74,11 +74,23 @@ class MissingOwner(Check):
 
     def run(self, ctx):
         where, params = ctx.session_filter("id")
+        own = ctx.store.profile.name
+        key = ctx.col("sessions", "session_key")
         rows = ctx.conn.execute(
-            f"SELECT id FROM sessions WHERE (profile_name IS NULL OR trim(profile_name) = ''){where}", params)
-        for (sid,) in rows:
-            yield self.finding(sid, 1, f"profile_name is empty; this store belongs to profile '{ctx.store.profile.name}'",
-                               {"expected_profile": ctx.store.profile.name})
+            f"SELECT id, {key} FROM sessions WHERE (profile_name IS NULL OR trim(profile_name) = ''){where}", params)
+        for sid, session_key in rows:
+            detail = f"profile_name is empty; this store belongs to profile '{own}'"
+            by_key = key_profile(session_key)
+            if by_key is not None and by_key != own:
+                # The key says the session is another profile's (owner_mismatch moves it
+                # there, or reports it): stamping this store's profile would record the
+                # wrong owner, and a move planned against the empty label would then be
+                # skipped as changed (docs/architecture.md §5.2).
+                yield self.finding(sid, 1, f"{detail}, but its session key names profile '{by_key}' "
+                                           "(see owner_mismatch): not stamped",
+                                   {"expected_profile": own, "key_profile": by_key}, heal=None)
+                continue
+            yield self.finding(sid, 1, detail, {"expected_profile": own})
 
 
 class OwnerMismatch(Check):

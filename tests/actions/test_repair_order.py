@@ -81,3 +81,32 @@ def test_a_duplicate_and_the_wrong_count_it_causes_need_one_repair(aged_home, pr
     # A real release reads the session as it was before the damage.
     if profile == "default":
         assert hermes(s, f"print(len(db.get_messages({sid!r})))").strip() == str(count)
+
+
+def test_a_session_going_home_is_never_stamped_with_this_store_s_profile(aged_home):
+    """A blank profile_name on a session whose key names another profile: the move
+    is its repair; stamping this store's profile would write the wrong owner (and the
+    move, planned against the blank label, would be skipped as changed)."""
+    src, dst = store(aged_home, "edge"), store(aged_home, "ops")
+    sid = ids("edge")["telegram_open"]
+    with damage(src) as db:
+        db.execute("UPDATE sessions SET session_key = 'agent:ops:telegram:dm:12345', profile_name = NULL "
+                   "WHERE id = ?", (sid,))
+    [blank] = [f for f in run_store_checks(src, session_id=sid).findings if f.check == "missing_owner"]
+    assert blank.heal is None and "names profile 'ops'" in blank.detail
+    # While an agent holds it the move is refused, and nothing stamps it meanwhile.
+    hermes(src, f"""
+holder = f"pid={{os.getpid()}}:tid={{threading.get_ident()}}:agent=1:nonce=abc"
+assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
+""")
+    code, report = heal("--profile", "edge", "--apply", "--json")
+    mine = [a for a in profile_entry(report, "edge")["actions"] if a["session_id"] == sid]
+    assert [(a["action"], a["status"]) for a in mine] == [("move_to_owner_store", "skipped")]
+    assert rows(src, "SELECT profile_name FROM sessions WHERE id = ?", (sid,)) == [(None,)]
+    with damage(src) as db:
+        db.execute("DELETE FROM compression_locks")
+    code, report = heal("--profile", "edge", "--apply", "--json")
+    mine = [a for a in profile_entry(report, "edge")["actions"] if a["session_id"] == sid]
+    assert [(a["action"], a["status"]) for a in mine] == [("move_to_owner_store", "applied")], mine
+    assert rows(src, "SELECT 1 FROM sessions WHERE id = ?", (sid,)) == []
+    assert rows(dst, "SELECT 1 FROM sessions WHERE id = ?", (sid,)) == [(1,)]
