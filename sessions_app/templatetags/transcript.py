@@ -22,7 +22,7 @@ from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
-from .hermes import dash, epoch_utc, pretty_json
+from .hermes import check_title, dash, epoch_utc, pretty_json
 
 register = template.Library()
 
@@ -113,7 +113,7 @@ def _message(m, markers: dict, store, session_id) -> str:
     marks = markers.get(m.id) or ()
     for f in marks:
         out.append(f'\n  <div class="marker sev-{_v(f.severity)}" data-check="{_v(f.check)}">{_severity(f.severity)} '
-                   f'<code>{_v(f.check)}</code>: <bdi>{_v(f.detail)}</bdi></div>\n  ')
+                   f'{_v(check_title(f.check))} <code>{_v(f.check)}</code>: <bdi>{_v(f.detail)}</bdi></div>\n  ')
     out.append("\n</article>\n")
     for f in marks:
         if f.check == "unanswered_turn":
