@@ -73,16 +73,27 @@ def search(q: str, profiles: list | None = None, limit: int = 20, masked: bool =
     return plain({"query": found.query, "profiles": out})
 
 
+def _position(value):
+    """An export cursor from JSON: None, or ``[segment index, message id | None]``."""
+    if value is None:
+        return None
+    ok = (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int) and value[0] >= 0
+          and (value[1] is None or isinstance(value[1], int)) and not any(isinstance(v, bool) for v in value))
+    if not ok:
+        raise worker.refuse("read", "the export cursor is malformed")
+    return value[0], value[1]
+
+
 def export(key: str, session_id: str, fmt: str = "jsonl", lineage: bool = False, include_inactive: bool = False,
-           masked: bool = True, skip: int = 0, max_bytes: int = 1024 * 1024) -> dict:
-    """One chunk of a session's export (``stores.export``): ``{"text", "next",
-    "missing"?}``. ``skip`` pieces (lines of JSON Lines, blocks of Markdown) already
-    sent are passed over, then pieces are taken until ``max_bytes`` (UTF-8 bytes,
-    at least one piece); ``next`` is the ``skip`` of the following chunk, None at
-    the end. Each chunk is its own read of the store: a session that grows between
-    chunks exports its new rows at the end, as a longer single read would. The
-    cost: chunk *n* formats and skips the *n - 1* chunks before it (stateless
-    tasks keep no generator between calls), so large chunks are cheaper.
+           masked: bool = True, after=None, max_bytes: int = 1024 * 1024) -> dict:
+    """One chunk of a session's export (``stores.export.positioned``): ``{"text",
+    "next", "missing"?}``. ``after``: the cursor a previous chunk returned as
+    ``next`` (None: from the start); pieces are taken until the chunk holds at least
+    ``max_bytes`` (UTF-8 bytes), cut only between two messages, so a chunk may pass
+    ``max_bytes`` by one message; ``next`` is None at the end. Each chunk is its own
+    read of the store, resumed after the last message sent (by ``messages.id``): a
+    session that grows between chunks exports its new rows at the end, as a longer
+    single read would, and no chunk reads what an earlier one sent.
     """
     from ..stores import export as exports
     from ..stores import session_info
@@ -91,22 +102,20 @@ def export(key: str, session_id: str, fmt: str = "jsonl", lineage: bool = False,
     session_id = worker.session_id_arg("read", session_id, key)
     if fmt not in EXPORT_FORMATS:
         raise worker.refuse("read", f"unknown export format {fmt!r}")
-    skip, max_bytes = _int(skip, 0, 2**62), _int(max_bytes, CHUNK_MIN, CHUNK_MAX)
+    start, max_bytes = _position(after), _int(max_bytes, CHUNK_MIN, CHUNK_MAX)
     flags = {"lineage": _bool(lineage, "lineage"), "include_inactive": _bool(include_inactive, "include_inactive"),
              "masked": _bool(masked, "masked")}
-    if skip == 0 and not session_info.exists(store, session_id):
+    if start is None and not session_info.exists(store, session_id):
         return {"missing": True, "text": "", "next": None}
-    make = exports.jsonl if fmt == "jsonl" else exports.markdown
-    pieces, size, n = [], 0, 0
-    body = make(store, session_id, **flags)
+    pieces, size, last = [], 0, None
+    body = exports.positioned(store, session_id, fmt, start=start, **flags)
     try:
-        for n, piece in enumerate(body, start=1):
-            if n <= skip:
-                continue
-            if pieces and size + len(piece.encode()) > max_bytes:
-                return {"text": "".join(pieces), "next": n - 1}
+        for pos, piece in body:
+            if pos is not None and last is not None and pos != last and size >= max_bytes:
+                return {"text": "".join(pieces), "next": list(last)}
             pieces.append(piece)
             size += len(piece.encode())
+            last = pos if pos is not None else last
     finally:
         body.close()
     return {"text": "".join(pieces), "next": None}

@@ -65,7 +65,7 @@ def session_export(request, profile, session_id, fmt):
     args = {"key": profile, "session_id": session_id, "fmt": fmt, "lineage": request.GET.get("lineage") == "1",
             "include_inactive": request.GET.get("inactive") == "1", "masked": masking_for(request.user),
             "max_bytes": int(settings.HERMES_FLEET_EXPORT_CHUNK)}
-    first = client.ask(view, "export", **args, skip=0)
+    first = client.ask(view, "export", **args, after=None)
     if not first.ok:
         return render(request, "fleet/session.html", {"host": view, "key": profile, "session_id": session_id,
                                                       "answer": first}, status=503)
@@ -76,7 +76,7 @@ def session_export(request, profile, session_id, fmt):
         data = first.data
         yield data["text"]
         while data.get("next") is not None:
-            answer = client.ask(view, "export", **args, skip=data["next"])
+            answer = client.ask(view, "export", **args, after=data["next"])
             if not answer.ok:
                 yield _cut_short(fmt, answer.error)
                 return

@@ -114,22 +114,62 @@ def _guarded(pieces: Iterator[str], marker) -> Iterator[str]:
         yield marker(f"{exc.__class__.__name__}: {exc}")
 
 
+def _jsonl_error(error: str) -> str:
+    return json.dumps({"role": "export_error", "error": error}) + "\n"
+
+
+def _markdown_error(error: str) -> str:
+    return f"\n---\n\n**Export stopped early: {_inline(error)}**\n"
+
+
+def _text(pairs: Iterator[tuple]) -> Iterator[str]:
+    """The pieces of ``(position, piece)`` pairs; closing it closes ``pairs`` (and so
+    the store connection) at once."""
+    try:
+        for _pos, piece in pairs:
+            yield piece
+    finally:
+        pairs.close()
+
+
 def jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
           masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
     """JSON Lines (see :func:`_jsonl`); a read error ends it with an
     ``{"role": "export_error"}`` line. ``conn``: an open lenient read-only
     connection of ``store`` to use (bulk exports share one per store) instead of
     opening one."""
-    return _guarded(_jsonl(store, session_id, lineage, include_inactive, masked, conn),
-                    lambda error: json.dumps({"role": "export_error", "error": error}) + "\n")
+    return _guarded(_text(_jsonl(store, session_id, lineage, include_inactive, masked, conn)), _jsonl_error)
 
 
 def markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
              masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
     """Markdown (see :func:`_markdown`); a read error ends it with a notice;
     ``conn`` as for :func:`jsonl`."""
-    return _guarded(_markdown(store, session_id, lineage, include_inactive, masked, conn),
-                    lambda error: f"\n---\n\n**Export stopped early: {_inline(error)}**\n")
+    return _guarded(_text(_markdown(store, session_id, lineage, include_inactive, masked, conn)), _markdown_error)
+
+
+def positioned(store: Store, session_id: str, fmt: str, lineage: bool = False, include_inactive: bool = False,
+               masked: bool = False, start: tuple | None = None) -> Iterator[tuple]:
+    """The export in ``fmt`` (``jsonl`` | ``md``) as ``(position, piece)`` pairs, to be
+    resumed: a position is ``(segment index, message id)`` of the row the piece
+    belongs to, ``(segment index, None)`` for a segment's header. ``start``: the
+    position of the last piece already sent; the export goes on after it (the rest
+    of that row's pieces are skipped too: cut only between positions). A read
+    error ends it with ``(None, the format's error marker)``."""
+    make, marker = (_jsonl, _jsonl_error) if fmt == "jsonl" else (_markdown, _markdown_error)
+    try:
+        yield from make(store, session_id, lineage, include_inactive, masked, None, start)
+    except sqlite3.Error as exc:
+        yield None, marker(f"{exc.__class__.__name__}: {exc}")
+
+
+def _resume(start: tuple | None, index: int) -> tuple[bool, bool, int]:
+    """``(skip the segment, skip its header, rows after this id)`` for segment ``index``."""
+    if start is None or index > start[0]:
+        return False, False, -1
+    if index < start[0]:
+        return True, True, -1
+    return False, True, -1 if start[1] is None else int(start[1])
 
 
 def _reading(store: Store, conn: sqlite3.Connection | None):
@@ -138,27 +178,33 @@ def _reading(store: Store, conn: sqlite3.Connection | None):
 
 
 def _jsonl(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-           masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
-    """JSON Lines text, one line per yield (each ends with ``\\n``); ``masked``
+           masked: bool = False, conn: sqlite3.Connection | None = None,
+           start: tuple | None = None) -> Iterator[tuple]:
+    """JSON Lines text, one ``(position, line)`` per yield (each line ends with
+    ``\\n``; positions and ``start`` as for :func:`positioned`); ``masked``
     replaces detected secrets in every text (``sessions_app.secrets``)."""
     with _reading(store, conn) as conn:
         caps = store.capabilities(conn)
-        for seg in _segments(store, conn, session_id, lineage):
-            meta = {k: seg.get(k) for k in META_COLUMNS if seg.get(k) is not None}
-            if masked:
-                meta = mask_value(meta)
+        for index, seg in enumerate(_segments(store, conn, session_id, lineage)):
+            skip, skip_header, after = _resume(start, index)
+            if skip:
+                continue
             transcript = transcript_for(conn, caps, seg["id"], include_inactive)
-            header = {"role": "session_meta", "session": meta}
-            notes = _notes(transcript.text_damage(), markdown=False)
-            if notes:
-                header["export_notes"] = notes
-            yield json.dumps(header, ensure_ascii=False) + "\n"
-            for row in transcript.iter_rows():
+            if not skip_header:
+                meta = {k: seg.get(k) for k in META_COLUMNS if seg.get(k) is not None}
+                if masked:
+                    meta = mask_value(meta)
+                header = {"role": "session_meta", "session": meta}
+                notes = _notes(transcript.text_damage(), markdown=False)
+                if notes:
+                    header["export_notes"] = notes
+                yield (index, None), json.dumps(header, ensure_ascii=False) + "\n"
+            for row in transcript.iter_rows(after=after):
                 line = _row_dict(row)
                 if masked:
                     line = mask_value(line)
                 line["session_id"] = seg["id"]
-                yield json.dumps(line, ensure_ascii=False) + "\n"
+                yield (index, row["id"]), json.dumps(line, ensure_ascii=False) + "\n"
 
 
 def _fence(text) -> str:
@@ -182,8 +228,10 @@ def _inline(value) -> str:
 
 
 def _markdown(store: Store, session_id: str, lineage: bool = False, include_inactive: bool = False,
-              masked: bool = False, conn: sqlite3.Connection | None = None) -> Iterator[str]:
-    """Markdown text in pieces; ``masked`` as for :func:`jsonl`."""
+              masked: bool = False, conn: sqlite3.Connection | None = None,
+              start: tuple | None = None) -> Iterator[tuple]:
+    """Markdown text in ``(position, piece)`` pairs (as :func:`_jsonl`); ``masked``
+    as for :func:`jsonl`."""
     masker = mask if masked else (lambda text: text)
 
     def hide(text):
@@ -191,34 +239,49 @@ def _markdown(store: Store, session_id: str, lineage: bool = False, include_inac
 
     with _reading(store, conn) as conn:
         caps = store.capabilities(conn)
-        for seg in _segments(store, conn, session_id, lineage):
-            title = hide(seg.get("title")) or seg["id"]
-            yield f"# {_inline(title)}\n\n"
-            for key in ("id", "source", "parent_session_id", "end_reason", "message_count"):
-                if seg.get(key) is not None:
-                    yield f"- {key}: {_inline(seg[key])}\n"
-            yield f"- started: {_when(seg.get('started_at'))}\n- ended: {_when(seg.get('ended_at'))}\n\n"
+        for index, seg in enumerate(_segments(store, conn, session_id, lineage)):
+            skip, skip_header, after = _resume(start, index)
+            if skip:
+                continue
             transcript = transcript_for(conn, caps, seg["id"], include_inactive)
-            for note in _notes(transcript.text_damage(), markdown=True):
-                yield f"> **Note:** {_inline(note)}\n\n"
-            for row in transcript.iter_rows():
-                state = ""
-                if row.get("active") == 0:
-                    state = " (compacted)" if row.get("compacted") == 1 else " (rewound)"
-                yield f"## #{row['id']} {_inline(row.get('role') or '?')}{state} · {_when(row.get('timestamp'))}\n\n"
-                problems: dict = {}
-                content = _json_value(row.get("content"), problems)
-                for name, why in problems.items():
-                    yield f"{name} is undecodable JSON ({_inline(why)}); exported as stored.\n\n"
-                if content not in (None, ""):
-                    if not isinstance(content, str):
-                        content = json.dumps(content, ensure_ascii=False, indent=2)
-                    yield _fence(hide(content))
-                if row.get("tool_call_id"):
-                    yield f"\nresult of tool call {_inline(row['tool_call_id'])} ({_inline(row.get('tool_name') or '?')})\n"
-                if row.get("tool_calls"):
-                    yield "\ntool calls:\n\n" + _fence(hide(row["tool_calls"]))
-                for key in ("reasoning", "reasoning_content"):
-                    if row.get(key):
-                        yield f"\n{key}:\n\n" + _fence(hide(row[key]))
-                yield "\n"
+            if not skip_header:
+                for piece in _markdown_header(seg, transcript, hide):
+                    yield (index, None), piece
+            for row in transcript.iter_rows(after=after):
+                for piece in _markdown_row(row, hide):
+                    yield (index, row["id"]), piece
+
+
+def _markdown_header(seg: dict, transcript, hide) -> Iterator[str]:
+    title = hide(seg.get("title")) or seg["id"]
+    yield f"# {_inline(title)}\n\n"
+    for key in ("id", "source", "parent_session_id", "end_reason", "message_count"):
+        if seg.get(key) is not None:
+            yield f"- {key}: {_inline(seg[key])}\n"
+    yield f"- started: {_when(seg.get('started_at'))}\n- ended: {_when(seg.get('ended_at'))}\n\n"
+    for note in _notes(transcript.text_damage(), markdown=True):
+        yield f"> **Note:** {_inline(note)}\n\n"
+
+
+def _markdown_row(row: dict, hide) -> Iterator[str]:
+    """One message's Markdown pieces (its heading, content, tool call, reasoning)."""
+    state = ""
+    if row.get("active") == 0:
+        state = " (compacted)" if row.get("compacted") == 1 else " (rewound)"
+    yield f"## #{row['id']} {_inline(row.get('role') or '?')}{state} · {_when(row.get('timestamp'))}\n\n"
+    problems: dict = {}
+    content = _json_value(row.get("content"), problems)
+    for name, why in problems.items():
+        yield f"{name} is undecodable JSON ({_inline(why)}); exported as stored.\n\n"
+    if content not in (None, ""):
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False, indent=2)
+        yield _fence(hide(content))
+    if row.get("tool_call_id"):
+        yield f"\nresult of tool call {_inline(row['tool_call_id'])} ({_inline(row.get('tool_name') or '?')})\n"
+    if row.get("tool_calls"):
+        yield "\ntool calls:\n\n" + _fence(hide(row["tool_calls"]))
+    for key in ("reasoning", "reasoning_content"):
+        if row.get(key):
+            yield f"\n{key}:\n\n" + _fence(hide(row[key]))
+    yield "\n"

@@ -451,13 +451,15 @@ class Transcript:
             counts[bits] = n
         return {"invalid_utf8": counts[1] + counts[3], "control": counts[2] + counts[3]}
 
-    def iter_rows(self, chunk: int = 200):
-        """Every visible row with full texts, in id order, ``chunk`` rows per query.
+    def iter_rows(self, chunk: int = 200, after: int = -1):
+        """Every visible row with full texts, in id order, ``chunk`` rows per query;
+        ``after``: only rows whose id is greater (an export resumed, docs/store.md
+        ordering by ``messages.id``).
 
         Each chunk is its own short statement (no read snapshot held across the
         whole export), stepped one row at a time, so memory holds one row.
         """
-        last = -1
+        last = after
         sql = (
             f"SELECT {self._select(limit_text=False)} FROM {self.source} WHERE session_id = ?{self.visible} "
             "AND id > ? ORDER BY id LIMIT ?"

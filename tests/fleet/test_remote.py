@@ -136,6 +136,12 @@ def test_remote_export_is_streamed_in_chunks_and_whole(hosts_up, admin, settings
     body = b"".join(response.streaming_content).decode()
     assert body == whole.data["text"]
     assert body.count("\n") == 61 and '"role": "session_meta"' in body.splitlines()[0]
+    # Markdown of a whole compression chain (three segments), cut between messages.
+    chain = "20260301_110000_c7d8e9"
+    whole = client.ask("host-b", "export", key=KEY, session_id=chain, fmt="md", lineage=True, masked=False)
+    assert whole.ok and whole.data["text"].count("\n# ") >= 2
+    response = admin.get(f"/fleet/p/{quote(KEY)}/s/{chain}/export.md?lineage=1")
+    assert b"".join(response.streaming_content).decode() == whole.data["text"]
     assert admin.get(f"/fleet/p/{quote(KEY)}/s/nosuch/export.md").status_code == 404
 
 
