@@ -110,3 +110,23 @@ assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
     assert [(a["action"], a["status"]) for a in mine] == [("move_to_owner_store", "applied")], mine
     assert rows(src, "SELECT 1 FROM sessions WHERE id = ?", (sid,)) == []
     assert rows(dst, "SELECT 1 FROM sessions WHERE id = ?", (sid,)) == [(1,)]
+
+
+def test_a_recount_still_needed_after_the_hide_is_planned_again_and_applied(aged_home):
+    s = store(aged_home, "default")
+    sid = ids("default")["long"]
+    copy = duplicate_without_count(s, sid)
+    with damage(s) as db:  # and a tool-call counter wrong for a reason of its own
+        db.execute("UPDATE sessions SET tool_call_count = 41 WHERE id = ?", (sid,))
+    [(count,)] = rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,))
+    code, report = heal("--profile", "default", "--apply", "--json")
+    mine = {a["action"]: a for a in profile_entry(report, "default")["actions"] if a["session_id"] == sid}
+    assert mine["hide_duplicates"]["status"] == "applied"
+    recount = mine["recount_session"]
+    # Planned again after the hide: the message count is right by then, only the
+    # tool-call counter is left to set (the first plan would have counted the copy).
+    assert recount["status"] == "applied", recount
+    assert [c["column"] for c in recount["changes"]] == ["tool_call_count"]
+    assert rows(s, "SELECT message_count, tool_call_count != 41 FROM sessions WHERE id = ?", (sid,)) == [(count, 1)]
+    assert rows(s, "SELECT active FROM messages WHERE id = ?", (copy,)) == [(0,)]
+    assert not [f for f in run_store_checks(s, session_id=sid).findings if f.severity != "info"]
