@@ -111,6 +111,12 @@ def test_the_hide_is_offered_before_the_recount_it_makes_unneeded(admin_client, 
     assert "Message written twice (hide_duplicates)</a>" in preview
     assert 'class="notice repair-first"' not in text(admin_client.get(f"/p/default/s/{sid}/repair/?check=duplicate_live_rows"))
 
+    # The heal pass lists them in the order it applies them, the recount waiting for the hide.
+    confirm = text(admin_client.get("/p/default/heal/"))
+    hide = confirm.index(f"<code>hide_duplicates</code> on <a href=\"/p/default/s/{sid}/\">")
+    recount = confirm.index(f"<code>recount_session</code> on <a href=\"/p/default/s/{sid}/\">")
+    assert hide < recount and "after hide_duplicates on this session" in confirm[recount:recount + 400]
+
 
 def test_a_check_older_than_its_store_says_so_and_offers_a_re_check(admin_client, home):
     run = check_pass(admin_client, "ops")
