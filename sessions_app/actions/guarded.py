@@ -17,6 +17,9 @@ steps, for one unit of work on one store:
    :class:`Refused` or :class:`Changed`;
 5. the store is backed up before the first write of the run (ground rule 4;
    once per store per writer; a full disk stops further tries on that store);
+   then the registry is read again for the sessions step 4 judged
+   (:func:`refuse_registered`): a backup can take minutes, and an agent that
+   opened one of them meanwhile refuses the write;
 6. a writer connection with a busy timeout, ``BEGIN IMMEDIATE``, the file
    identity compared with the one backed up, :meth:`Write.check` again inside
    the transaction (nothing can change under the write lock), then
@@ -24,7 +27,7 @@ steps, for one unit of work on one store:
    locks, gateway tables, activity, the planned rows): the write lock serializes
    writes to the store and nothing else, so the registry file
    (``runtime/active_sessions.json``) and the ``sessions/`` folder are read in
-   step 4, where taking time holds up no agent; read again under the lock they
+   steps 4 and 5, where taking time holds up no agent; read again under the lock they
    would be no more current, only slower for every agent waiting on the store;
 7. :meth:`Write.after_commit` (files, trash state); once the store committed,
    the outcome is ``applied`` whatever fails next ("deleted, but …");
@@ -328,6 +331,18 @@ def refuse_live(store: Store, conn, caps: Capabilities, session_ids, now: float,
                           [e.to_dict() for e in verdict.evidence])
 
 
+def refuse_registered(watch: liveness.RegistryWatch) -> None:
+    """Ground rule 6 across the backup: raise :class:`Refused` when the registry
+    (``runtime/active_sessions.json``, docs/store.md §7.5) now holds evidence for a
+    session the write checked that it did not hold when it was checked. Read right
+    before the writer opens, outside the write lock (module docstring, step 5)."""
+    appeared = watch.appeared(time.time())
+    if appeared:
+        items = "; ".join(f"{e.source}: {e.detail}" + (f" ({sid})" if sid else "") for sid, e in appeared[:3])
+        raise Refused(f"a session was opened during the backup, nothing written ({items})",
+                      [e.to_dict() for _, e in appeared])
+
+
 @contextmanager
 def _writer(store: Store) -> Iterator[sqlite3.Connection]:
     """A read-write connection, closed on exit. Like Hermes' own writers
@@ -464,24 +479,29 @@ class GuardedWriter:
         the store's capabilities. Raises what :func:`_mapped` maps. A caller may run
         them ahead, before work elsewhere that only makes sense if this write can
         follow (a move's copy into the target, before its removal from the source)."""
+        return self._precheck(store, write, outcome)[0]
+
+    def _precheck(self, store: Store, write: Write, outcome: Outcome) -> tuple[Capabilities, liveness.RegistryWatch]:
+        """:meth:`precheck`, plus what its liveness checks read from the registry."""
         hazard = store_hazard(store)
         if hazard:
             raise Refused(hazard)
-        with store.read() as conn:
+        with store.read() as conn, liveness.watching_registry() as watch:
             caps = store.capabilities(conn)
             write.check(WriteContext(store, conn, caps, time.time(), False, outcome))
-        return caps
+        return caps, watch
 
     def steps(self, store: Store, write: Write, outcome: Outcome) -> None:
         """Steps 3 to 8 without the audit event (for a caller that holds its own,
         e.g. the source side of a move). Raises what :func:`_mapped` maps."""
-        caps = self.precheck(store, write, outcome)
+        caps, watch = self._precheck(store, write, outcome)
         if not write.writes_store:
             write.execute(WriteContext(store, None, caps, time.time(), False, outcome))
         else:
             identity = file_identity(store.path)
             try:
                 outcome.backup = self.backup_for(store)
+                refuse_registered(watch)
                 with _writer(store) as conn:
                     if write.attach:  # read-only: a missing file is an error, never a new database
                         conn.execute(f"ATTACH DATABASE ? AS {write.attach[1]}",

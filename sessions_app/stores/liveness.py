@@ -37,8 +37,11 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 from django.conf import settings
@@ -206,15 +209,16 @@ def _wanted(only) -> set[str] | None:
     return None if only is None else {only} if isinstance(only, str) else set(only)
 
 
-def _registry_evidence(store, now: float, index: LiveIndex, only=None) -> None:
-    wanted = _wanted(only)
+def _registry_items(store, now: float, wanted: set[str] | None) -> tuple[list[Evidence], list[tuple[str, Evidence]]]:
+    """The registry's evidence as ``(store-wide items, [(session id, item)])``: an
+    unreadable registry is store-wide, a live entry names its sessions."""
     entries, error = read_registry(store)
     if error is not None:
-        index.store_wide.append(Evidence(
+        return [Evidence(
             "registry",
             f"runtime/active_sessions.json is unreadable ({error}); every session may be open somewhere",
-        ))
-        return
+        )], []
+    found = []
     for entry in entries:
         ids = {entry.get("session_id")}
         metadata = entry.get("metadata")
@@ -230,7 +234,67 @@ def _registry_evidence(store, now: float, index: LiveIndex, only=None) -> None:
         pid = entry.get("pid") if isinstance(entry.get("pid"), int) else None
         surface = entry.get("surface") or "?"
         for sid in ids:
-            index.add(sid, Evidence("registry", f"open in a live {surface} surface (pid {pid})", age, pid, False, True))
+            found.append((sid, Evidence("registry", f"open in a live {surface} surface (pid {pid})", age, pid,
+                                        False, True)))
+    return [], found
+
+
+def _registry_evidence(store, now: float, index: LiveIndex, only=None) -> None:
+    wanted = _wanted(only)
+    store_wide, found = _registry_items(store, now, wanted)
+    index.store_wide.extend(store_wide)
+    for sid, item in found:
+        index.add(sid, item)
+    watch = _registry_watch.get()
+    if watch is not None:
+        watch.saw(store, wanted, store_wide, found)
+
+
+class RegistryWatch:
+    """What a write's check read from the registry, to be read again right before its
+    writer opens (:func:`watching_registry`).
+
+    The registry is read before the write lock (docs/architecture.md §5.1, step 6),
+    but a write's backup can take minutes between that read and the lock: an agent
+    that opens the session meanwhile must still refuse the write (ground rule 6).
+    """
+
+    def __init__(self):
+        self.stores: dict[str, tuple[object, set[str] | None, set[tuple]]] = {}
+
+    def saw(self, store, wanted, store_wide, found) -> None:
+        key = str(store.path)
+        _, ids, seen = self.stores.get(key, (store, set(), set()))
+        ids = None if ids is None or wanted is None else ids | wanted
+        seen |= {(None, e.detail) for e in store_wide} | {(sid, e.detail) for sid, e in found}
+        self.stores[key] = (store, ids, seen)
+
+    def appeared(self, now: float) -> list[tuple[str | None, Evidence]]:
+        """Registry evidence for the watched sessions that was not there when they were
+        checked, read again now: ``[(session id or None for store-wide, item)]``."""
+        new = []
+        for store, ids, seen in self.stores.values():
+            store_wide, found = _registry_items(store, now, ids)
+            new += [(None, e) for e in store_wide if (None, e.detail) not in seen]
+            new += [(sid, e) for sid, e in found if (sid, e.detail) not in seen]
+        return new
+
+
+# The watch of the check running in this thread (or task), if any: set by
+# watching_registry around a write's read-only check, so every liveness read it
+# makes — through whichever action's plan — is seen without each passing it along.
+_registry_watch: ContextVar[RegistryWatch | None] = ContextVar("registry_watch", default=None)
+
+
+@contextmanager
+def watching_registry() -> Iterator[RegistryWatch]:
+    """Record the registry reads made inside the block into a :class:`RegistryWatch`."""
+    watch = RegistryWatch()
+    token = _registry_watch.set(watch)
+    try:
+        yield watch
+    finally:
+        _registry_watch.reset(token)
 
 
 def _live_backends(conn: sqlite3.Connection, caps: Capabilities, now: float) -> list[tuple]:

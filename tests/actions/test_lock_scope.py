@@ -10,10 +10,12 @@ taken at that moment. Real-release stores, real writes.
 """
 
 import json
+import subprocess
 import os
 import sqlite3
 import sys
 
+import psutil
 import pytest
 
 from sessions_app import trash
@@ -160,3 +162,67 @@ def test_a_session_an_agent_registered_is_still_refused(aged_home):
     plan, item = confirm(s, sid)
     done = deletion.Deleter(actor_label="alice").delete(s, item)
     assert done.status == "refused" and "registry" in done.reason
+
+
+class OpenedDuringBackup:
+    """An agent that opens ``session_id`` while the run's backup is being taken: when
+    the backup's copy is read back (its sha256), a live process is written into the
+    registry, the way a CLI starting at that moment registers itself."""
+
+    def __init__(self, s, session_id, data_dir):
+        self.s, self.session_id, self.backups = s, session_id, str(data_dir / "backups")
+        self.agent = None
+
+    def seen(self, event, path):
+        path = path.decode() if isinstance(path, bytes) else str(path) if path is not None else ""
+        if self.agent is None and event == "open" and path.startswith(self.backups) and path.endswith("state.db"):
+            self.agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+            runtime = self.s.profile.home / "runtime"
+            runtime.mkdir(exist_ok=True)
+            (runtime / "active_sessions.json").write_text(json.dumps({"entries": [{
+                "session_id": self.session_id, "pid": self.agent.pid, "surface": "cli", "started_at": 1.0,
+                "process_start_time": psutil.Process(self.agent.pid).create_time()}]}))
+
+    def __enter__(self):
+        _watch.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _watch.remove(self)
+        if self.agent is not None:
+            self.agent.kill()
+            self.agent.wait()
+
+
+def _row(s, sid):
+    with s.read() as conn:
+        return tuple(conn.execute("SELECT * FROM sessions WHERE id = ?", (sid,)).fetchone())
+
+
+def test_a_session_opened_during_the_backup_is_refused(aged_home, data_dir):
+    """Ground rule 6: the registry is read again after the backup, right before the
+    writer opens; an agent that registered the session meanwhile refuses the write."""
+    s = store(aged_home, "default")
+    sid = ids("default")["cli_main"]
+    before = _row(s, sid)
+    with OpenedDuringBackup(s, sid, data_dir) as agent:
+        done = Flagger(actor_label="alice").set_flag(s, sid, "archived", True)
+    assert agent.agent is not None  # the backup was taken, and the agent registered during it
+    assert done.status == "refused" and done.refused, done.reason
+    assert "registry" in done.reason and "during the backup" in done.reason, done.reason
+    assert _row(s, sid) == before
+
+
+def test_a_deletion_of_a_session_opened_during_the_backup_is_refused(aged_home, data_dir):
+    s = store(aged_home, "default")
+    sid = ids("default")["cli_main"]
+    plan, item = confirm(s, sid)
+    with s.read() as conn:
+        count = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0]
+    with OpenedDuringBackup(s, sid, data_dir) as agent:
+        done = deletion.Deleter(actor_label="alice").delete(s, item)
+    assert agent.agent is not None
+    assert done.status == "refused", done.reason
+    assert "registry" in done.reason, done.reason
+    with s.read() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (sid,)).fetchone()[0] == count
