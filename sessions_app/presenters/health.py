@@ -97,6 +97,25 @@ def health_page(store, *, user) -> HealthPage:
                       catalog=sorted(CHECKS.values(), key=lambda c: c.code))
 
 
+SHOWN_PLANNED = 50  # planned repairs listed on the heal page; the rest are counted
+
+
+def planned_repairs(health, *, user, limit: int = SHOWN_PLANNED) -> tuple[list[dict], int]:
+    """The repairs the latest pass of a profile planned (``health``: a
+    ``health.ProfileHealth``), for the heal page: ``([{"action", "session_id",
+    "reason", "changes": ChangeTable}], total)``, the first ``limit`` of ``total``,
+    texts masked for ``user`` (a move's changes carry titles). No store is opened."""
+    planned = [a for a in health.entry.get("actions", []) if a.get("status") == "planned"]
+    masker = masker_for(user)
+    rows = []
+    for a in planned[:limit]:
+        changes = masker.value(a.get("changes") or []) if masker else a.get("changes") or []
+        rows.append({"action": a.get("action", ""), "session_id": a.get("session_id"),
+                     "reason": masker(a.get("reason") or "") if masker else a.get("reason") or "",
+                     "changes": change_table(changes)})
+    return rows, len(planned)
+
+
 @dataclass
 class RepairPreview:
     """One finding's repair: ``finding`` (None when the live check no longer finds

@@ -17,7 +17,7 @@ from ..actions.registry import ACTIONS
 from ..health import latest
 from ..models import HealRun
 from ..presenters import NotFound
-from ..presenters.health import health_page
+from ..presenters.health import health_page, planned_repairs
 from ..presenters.health import repair_preview as preview_for
 from ..presenters.repair_all import REPAIR_ALL_MAX, repair_all_preview
 from ..stores import registry
@@ -75,8 +75,9 @@ def heal_profile(request, store):
         run = _start(request, mode="apply", profiles=[store.key])
         return redirect("run", run.pk)
     health = latest([store.key])[store.key]
-    planned = [a for a in health.entry.get("actions", []) if a["status"] == "planned"]
-    return render(request, "sessions/heal_confirm.html", {"store": store, "health": health, "planned": planned})
+    planned, total = planned_repairs(health, user=request.user)
+    return render(request, "sessions/heal_confirm.html", {"store": store, "health": health, "planned": planned,
+                                                          "planned_total": total})
 
 
 @require_GET

@@ -284,3 +284,21 @@ def test_every_change_shape_the_actions_plan_renders_without_a_repr():
     odd = change_table([{"after": {"title": "x"}}])  # an older event's free-form changes
     assert not odd.tabular
     assert "<pre" in render_to_string("sessions/_changes.html", {"table": odd, "raw": "[]"})
+
+
+def test_the_heal_page_lists_planned_repairs_with_their_changes(admin_client, home):
+    import sqlite3
+
+    from tests.actions.conftest import heal
+
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute("UPDATE sessions SET message_count = 99 WHERE id = ?", (IDS["cli_main"],))
+    conn.commit()
+    real = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (IDS["cli_main"],)).fetchone()[0]
+    conn.close()
+    heal("--profile", "default", "--json")  # a check pass: the plans, nothing applied
+    html = admin_client.get("/p/default/heal/").content.decode()
+    row = next(r for r in html.split('<tr data-action="')[1:] if f'href="/p/default/s/{IDS["cli_main"]}/"' in r)
+    assert row.startswith('recount_session"') and "1 change" in visible(row)
+    assert ["Change", f"Session {IDS['cli_main']}", "Messages", "99", str(real)] in cells(row)
+    assert not REPR.search(visible(html))
