@@ -39,8 +39,12 @@ def session_analysis(ctx, session_id: str, *, store_copies: bool = True) -> reco
     def compute():
         scanned = scan_sessions_dir(ctx).get(session_id)
         listed = scanned.files if scanned is not None else []
+        # The rows once per pass, whichever copies are compared with them (the
+        # sessions/ files first, then every copy: both on a session page).
+        rows = ctx.memo(f"store_messages:{session_id}",
+                        lambda: recovery.store_messages(ctx.conn, ctx.caps, session_id))
         return recovery.analyse(ctx.store, ctx.conn, ctx.caps, session_id, others=ctx.other_stores,
-                                files=listed, store_copies=store_copies)
+                                files=listed, store_copies=store_copies, rows=rows)
 
     return ctx.memo(f"recovery:{session_id}:{int(store_copies)}", compute)
 

@@ -26,9 +26,11 @@ class Analysis:
 
 
 def analyse(store, conn, caps, session_id: str, *, others=(), store_copies: bool = True,
-            files=None) -> Analysis:
-    """Read ``session_id``'s rows through ``conn`` (read-only) and its copies
+            files=None, rows: list[StoreMessage] | None = None) -> Analysis:
+    """Read ``session_id``'s rows through ``conn`` (read-only; ``rows``: already read
+    by ``compare.store_messages`` on it, and not changed) and its copies
     (``stores.copies.copies_of``), and plan what they can bring back."""
-    rows = store_messages(conn, caps, session_id)
+    if rows is None:
+        rows = store_messages(conn, caps, session_id)
     copyset = copies_of(store, session_id, others=others, store_copies=store_copies, files=files)
     return Analysis(session_id, rows, copyset, plan_recovery(session_id, rows, copyset.copies))
