@@ -10,6 +10,7 @@ sentences in Python. The stores keep times as epoch seconds (docs/store.md,
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.utils import timezone
@@ -18,8 +19,15 @@ from django.utils.timesince import timesince, timeuntil
 UTC_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-def is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def is_number(value, *, finite: bool = True) -> bool:
+    """Whether ``value`` is a stored number: an ``int`` or ``float``, never a bool
+    (a Python True is 1 to SQLite, never a time or a count). NaN is never a number;
+    ``finite`` (the default) also refuses ±Inf, which SQLite keeps in a REAL column
+    (``9e999``) and which no time or span can be. The one number check of the
+    project: times, spans, lease expiries and display cells all use it."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) if finite else not math.isnan(value)
 
 
 def to_datetime(value) -> dt.datetime | None:
@@ -61,14 +69,21 @@ def relative(value) -> str | None:
 
 
 _UNITS = ((86400, "day"), (3600, "h"), (60, "min"), (1, "s"))
+# Spans longer than this are no real wait (a lease "expiring" at 1e300 or +Inf):
+# said as "more than 100 years", not as a number of days with 290 digits.
+LONGEST_YEARS = 100
+LONGEST_SECONDS = LONGEST_YEARS * 365 * 86400
 
 
 def human_duration(seconds) -> str:
     """A span of seconds (int or float, clamped at 0) in its two largest units, cut
     (not rounded) to whole units: ``12 s``, ``1 min 30 s``, ``1 h 58 min``,
-    ``3 days``, ``1 day 4 h``. ``—`` for anything that is not a number."""
-    if not is_number(seconds):
+    ``3 days``, ``1 day 4 h``; ``more than 100 years`` past :data:`LONGEST_SECONDS`
+    (+Inf included). ``—`` for anything that is not a number (NaN, text, a bool)."""
+    if not is_number(seconds, finite=False):
         return "—"
+    if seconds > LONGEST_SECONDS:
+        return f"more than {LONGEST_YEARS} years"
     left = int(max(0.0, float(seconds)))
     parts = []
     for size, unit in _UNITS:

@@ -17,6 +17,7 @@ from django.conf import settings
 from ..stores.connection import restore_progress, stop_requested
 from ..stores.discovery import DEFAULT_PROFILE
 from ..stores.liveness import holder_is_dead, holder_pid
+from ..timefmt import is_number
 from .base import Check, ago, capped, plural
 
 # Tables and columns of the newest known shape (docs/store.md §3.3 + 2.9, the edge
@@ -450,16 +451,16 @@ class StaleLease(Check):
                 continue
             for key, holder, acquired, expires in ctx.conn.execute(
                     f"SELECT {key_col}, holder, acquired_at, expires_at FROM {table} ORDER BY expires_at"):
-                numeric = isinstance(expires, (int, float))
+                numeric = is_number(expires, finite=False)  # +Inf: never expires, as for Hermes
                 expired = not numeric or expires <= ctx.now
                 dead = holder_is_dead(holder)
                 if not expired and not dead:
                     continue
-                overdue = ctx.now - expires if numeric else None
+                overdue = ctx.now - expires if is_number(expires) else None
                 long_expired = expired and (overdue is None or overdue > LONG_EXPIRED_SECONDS)
                 pid = holder_pid(holder)
                 parts = [f"{label} on {key}"]
-                parts.append(f"expired {ago(overdue)} ago" if expired and numeric else
+                parts.append(f"expired {ago(overdue)} ago" if expired and overdue is not None else
                              ("has no valid expiry" if expired else "is unexpired"))
                 if dead:
                     parts.append(f"its holder pid {pid} is no longer running")

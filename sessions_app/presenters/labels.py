@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..timefmt import is_number
+
 COLUMN_LABELS = {
     # sessions (docs/store.md, "sessions")
     "id": "Session id", "title": "Title", "title_source": "Title set by", "source": "Source",
@@ -86,10 +88,6 @@ class Field:
     cell: Cell = field(default_factory=lambda: Cell("empty"))
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def text(value, limit: int = TEXT_LIMIT) -> str:
     """A value as plain text, never a repr: lists of scalars joined with commas,
     other structures as compact JSON, bytes decoded, cut at ``limit`` characters."""
@@ -120,7 +118,7 @@ def _scalar(column: str | None, value, limit: int) -> Cell:
         return Cell("empty")
     if column in FLAG_COLUMNS and value in (0, 1):  # True/False compare equal to 1/0
         return Cell("flag", "yes" if value else "no")
-    if _number(value) and is_time_column(column):
+    if is_number(value) and is_time_column(column):
         return Cell("time", value)
     if isinstance(value, bool):
         return Cell("flag", "yes" if value else "no")

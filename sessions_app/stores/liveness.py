@@ -53,7 +53,7 @@ from .holders import (  # noqa: F401  (part of this module's public names)
 from .jsondecode import Undecodable, read_json_file
 from .lineage import DOWN_CAP, UP_CAP, Lineage
 from .schema import Capabilities
-from ..timefmt import human_duration
+from ..timefmt import human_duration, is_number
 
 # How fresh a gateway heartbeat must be to count (seconds). Upstream's window was
 # not found in the files read (docs/store.md §7.6); five minutes matches the lease TTL.
@@ -152,12 +152,8 @@ def _lease_evidence(source: str, key: str, holder: str, acquired_at, expires_at,
                   f"expires in {human_duration(remaining)}")
     else:
         detail = f"{label} on {key} held by {holder!r}, expires in {human_duration(remaining)}"
-    age = now - float(acquired_at) if isinstance(acquired_at, (int, float)) else None
+    age = now - float(acquired_at) if is_number(acquired_at) else None
     return Evidence(source, detail, age, pid, dead, blocks=not dead, holder=holder or "")
-
-
-def _numeric(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _lease_rows(conn: sqlite3.Connection, caps: Capabilities, table: str, key_col: str, now: float,
@@ -172,7 +168,9 @@ def _lease_rows(conn: sqlite3.Connection, caps: Capabilities, table: str, key_co
             return []
         sql += f" AND {key_col} IN ({','.join('?' * len(keys))})"
         params += keys
-    return [r for r in conn.execute(sql, params) if _numeric(r[3])]
+    # +Inf (or 1e300) stays: Hermes' own ``expires_at > now`` holds for it, so it is a
+    # lease that never expires, live evidence like any other (docs/store.md §7.1).
+    return [r for r in conn.execute(sql, params) if is_number(r[3], finite=False)]
 
 
 def registry_path(store) -> Path:
@@ -230,7 +228,7 @@ def _registry_items(store, now: float, wanted: set[str] | None) -> tuple[list[Ev
         if not process_matches(entry.get("pid"), entry.get("process_start_time")):
             continue
         started = entry.get("started_at")
-        age = now - float(started) if _numeric(started) else None
+        age = now - float(started) if is_number(started) else None
         pid = entry.get("pid") if isinstance(entry.get("pid"), int) else None
         surface = entry.get("surface") or "?"
         for sid in ids:
@@ -378,7 +376,7 @@ def _gateway_evidence(conn, caps, now: float, index: LiveIndex, only=None, store
         if isinstance(sid, str) and sid:
             index.add(sid, Evidence(
                 "gateway", f"routed by gateway key {key} while backend {backend} (pid {pid}) heartbeats",
-                now - float(beat) if _numeric(beat) else None, pid, False, True))
+                now - float(beat) if is_number(beat) else None, pid, False, True))
 
 
 def _activity_sql(caps: Capabilities) -> str:
@@ -421,7 +419,7 @@ def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, on
             chunk = ids[start:start + 500]
             for sid, ended in conn.execute(
                     f"SELECT id, ended_at FROM sessions WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                if _numeric(ended) and float(ended) >= newest.get(sid, float("inf")):
+                if is_number(ended) and float(ended) >= newest.get(sid, float("inf")):
                     newest.pop(sid, None)
     for sid, ts in newest.items():
         age = max(0.0, now - ts)
