@@ -104,6 +104,21 @@ class StoreUsage:
     has_model_usage: bool = False
     undated: int = 0
 
+    def to_cache(self) -> tuple:
+        """Plain tuples for the cache: Django's cache pickles, and unpickling one
+        object per row cost 160 ms for the 6,842 rows of a 20,000-session store
+        (tuples and rebuilding: 40 ms; docs/benchmarks.md, Usage page)."""
+        rows = [(r.day, r.source, r.model, r.task, r.sessions, r.actual_known, *(r.values[n] for n in NAMES))
+                for r in self.rows]
+        return rows, self.session_days, self.missing, self.has_model_usage, self.undated
+
+    @classmethod
+    def from_cache(cls, data: tuple) -> "StoreUsage":
+        rows, session_days, missing, has_model_usage, undated = data
+        return cls([Row(day, source, model, task, sessions, actual, dict(zip(NAMES, values)))
+                    for day, source, model, task, sessions, actual, *values in rows],
+                   session_days, missing, has_model_usage, undated)
+
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
@@ -198,10 +213,10 @@ def store_usage(store: Store, lo: float, hi: float, source: str | None = None) -
     before = store.signature()
     found = cache.get(cache_key(store, lo, hi, source, before))
     if found is not None:
-        return found
+        return StoreUsage.from_cache(found)
     with store.browse() as (conn, caps):  # an SQLite error inside becomes Unavailable too
         result = read_usage(conn, caps, lo, hi, source)
     after = store.signature()
     if after == before:
-        cache.set(cache_key(store, lo, hi, source, after), result, CACHE_TTL)
+        cache.set(cache_key(store, lo, hi, source, after), result.to_cache(), CACHE_TTL)
     return result

@@ -10,6 +10,7 @@ shown (ground rule 9).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 
 from .store import Store, Unavailable, _log_once
@@ -52,6 +53,7 @@ def week_start(day: int) -> int:
     return day - (day + 3) % 7
 
 
+@functools.lru_cache(maxsize=4096)
 def bucket_label(day: int, bucket: str) -> str:
     date = day_date(day)
     if bucket == "week":
@@ -74,9 +76,11 @@ class Line:
     values: dict = field(default_factory=lambda: {n: None for n in NAMES})
 
     def add(self, values: dict, actual_known: int = 0) -> None:
+        mine = self.values
         for name, value in values.items():
             if value is not None:
-                self.values[name] = (self.values[name] or 0) + value
+                held = mine[name]
+                mine[name] = value if held is None else held + value
         self.actual_known += actual_known
 
     @property
@@ -164,13 +168,18 @@ def build(stores: list[Store], period: Period, source: str | None = None, group:
         for row in usage.rows:
             report.rows.append((key, row))
             sort, label = _line_key(group, key, row, line_bucket)
-            line = lines.setdefault((sort, label), Line(label, sort))
+            line = lines.get((sort, label))
+            if line is None:  # not setdefault: a Line per row only to throw it away
+                line = lines[(sort, label)] = Line(label, sort)
             line.add(row.values, row.actual_known)
             if group in ("model", "task"):
                 line.sessions += row.sessions
             report.total.add(row.values, row.actual_known)
             start = own_bucket(row.day)
-            series.setdefault(start, Line(bucket_label(start, bucket), start)).add(row.values)
+            bar = series.get(start)
+            if bar is None:
+                bar = series[start] = Line(bucket_label(start, bucket), start)
+            bar.add(row.values)
         for (day, src), count in usage.session_days.items():
             report.total.sessions += count
             if group not in ("model", "task"):
