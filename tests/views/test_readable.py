@@ -302,3 +302,33 @@ def test_the_heal_page_lists_planned_repairs_with_their_changes(admin_client, ho
     assert row.startswith('recount_session"') and "1 change" in visible(row)
     assert ["Change", f"Session {IDS['cli_main']}", "Messages", "99", str(real)] in cells(row)
     assert not REPR.search(visible(html))
+
+
+def test_no_page_shows_an_epoch_float_or_a_python_repr(admin_client, home):
+    """Every main page after a real heal pass (runs, audit events, findings exist)."""
+    import sqlite3
+
+    from sessions_app.models import AuditEvent
+    from tests.actions.conftest import heal
+
+    conn = sqlite3.connect(home / "state.db")
+    conn.execute("UPDATE sessions SET message_count = 99 WHERE id = ?", (IDS["cli_main"],))
+    conn.commit()
+    conn.close()
+    heal("--all-profiles", "--apply", "--json")
+    event = AuditEvent.objects.filter(action="recount_session").latest("id")
+    pages = ["/", "/p/default/", "/p/default/health/", "/p/default/heal/", f"/p/default/s/{IDS['cli_main']}/",
+             f"/p/default/s/{IDS['compress_tip']}/", "/p/default/search/?q=answer*", "/trash/", "/audit/",
+             f"/audit/{event.pk}/", f"/p/default/s/{IDS['cli_main']}/collision/"]
+    for url in pages:
+        response = admin_client.get(url)
+        if response.status_code == 404:
+            continue  # no collision in the fixtures
+        html = response.content.decode()
+        html = re.sub(r'<details class="raw-json">.*?</details>', "", html, flags=re.S)  # JSON as recorded
+        html = re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
+        shown = visible(html)
+        assert not re.search(r"\b1[78]\d{8}(\.\d+)?\b", shown), (url, re.search(r".{40}\b1[78]\d{8}.{20}", shown))
+        assert not re.search(r"\{'|\['|': ", shown), (url, re.search(r".{40}(\{'|\['|': ).{40}", shown))
+    overview = admin_client.get("/").content.decode()
+    assert re.search(r'<td data-label="Last activity"><time datetime="[\dT:-]+Z" title="[\d :-]+ UTC">[^<]+ ago</time></td>', overview)
