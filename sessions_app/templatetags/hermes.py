@@ -11,6 +11,7 @@ from django import template
 from django.utils.html import format_html
 
 from .. import timefmt
+from ..presenters.changes import change_table as _change_table
 from ..presenters.labels import label as _label
 from ..checks.registry import BY_CODE as CHECKS
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
@@ -86,6 +87,16 @@ def plain(value):
 def column_label(column):
     """A store column's label (``presenters.labels``), or its raw name when none is known."""
     return _label(str(column))
+
+
+@register.filter
+def as_change_table(changes):
+    """Recorded changes (a run report's or an audit event's list of
+    ``{"op", "table", "key", "column", "before", "after"}``) as the plan table's rows
+    (``presenters.changes.change_table``), for ``{% include "sessions/_changes.html"
+    with table=a.changes|as_change_table %}``. Formatting only: masking is the
+    presenter's, before the page gets the changes."""
+    return _change_table(changes)
 
 
 @register.filter

@@ -332,3 +332,11 @@ def test_no_page_shows_an_epoch_float_or_a_python_repr(admin_client, home):
         assert not re.search(r"\{'|\['|': ", shown), (url, re.search(r".{40}(\{'|\['|': ).{40}", shown))
     overview = admin_client.get("/").content.decode()
     assert re.search(r'<td data-label="Last activity"><time datetime="[\dT:-]+Z" title="[\d :-]+ UTC">[^<]+ ago</time></td>', overview)
+
+
+def test_recorded_changes_render_as_the_plan_table_from_a_template():
+    changes = [{"op": "update", "table": "sessions", "key": {"id": "s1"}, "column": "ended_at",
+                "before": None, "after": 1796187600.0}]
+    html = render('{% include "sessions/_changes.html" with table=changes|as_change_table %}', changes=changes)
+    assert cells(html)[1][:3] == ["Change", "Session s1", "Ended"]
+    assert 'title="2026-12-02 05:00:00 UTC"' in html and "1796187600" not in visible(html)
