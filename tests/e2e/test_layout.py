@@ -95,6 +95,8 @@ def page_urls(page, base: str) -> dict[str, str]:
 
 
 def check(page, name: str, folder: Path | None, problems: list) -> None:
+    # Folded parts (findings of a run, all columns of a session) are measured open.
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
     for width in (NARROW, WIDE):
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(50)  # layout after the resize
