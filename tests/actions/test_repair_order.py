@@ -73,11 +73,11 @@ def test_a_duplicate_and_the_wrong_count_it_causes_need_one_repair(aged_home, pr
     assert mine["hide_duplicates"]["status"] == "applied"
     assert mine["recount_session"]["status"] == "skipped"
     assert mine["recount_session"]["reason"] == "not needed any more: hide_duplicates healed it"
-    assert [f for f in entry["findings"] if f["session_id"] == sid and f["severity"] != "info"] == []
+    assert [f for f in entry["findings"] if f["session_id"] == sid] == []
     # The copy is hidden (never deleted), and the count is what it was: the real messages.
     assert rows(s, "SELECT active FROM messages WHERE id = ?", (copy,)) == [(0,)]
     assert rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,)) == [(count,)]
-    assert not [f for f in run_store_checks(s, session_id=sid).findings if f.severity != "info"]
+    assert run_store_checks(s, session_id=sid).findings == []
     # A real release reads the session as it was before the damage.
     if profile == "default":
         assert hermes(s, f"print(len(db.get_messages({sid!r})))").strip() == str(count)
@@ -129,4 +129,4 @@ def test_a_recount_still_needed_after_the_hide_is_planned_again_and_applied(aged
     assert [c["column"] for c in recount["changes"]] == ["tool_call_count"]
     assert rows(s, "SELECT message_count, tool_call_count != 41 FROM sessions WHERE id = ?", (sid,)) == [(count, 1)]
     assert rows(s, "SELECT active FROM messages WHERE id = ?", (copy,)) == [(0,)]
-    assert not [f for f in run_store_checks(s, session_id=sid).findings if f.severity != "info"]
+    assert run_store_checks(s, session_id=sid).findings == []
