@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..runs import RunReport
 from ..stores import registry
+from ..stores.connection import classify_error
 from ..stores.schema import Capabilities
 from ..stores.store import Store
 from .guarded import Changed, GuardedWriter, Mismatch, Outcome, Refused, Skip, Write, jsonable, refuse_live
@@ -366,7 +367,7 @@ def run_changes(flagger: Flagger, items: list[dict], progress=None) -> dict:
                 state = flag_state(store, sid) if renaming else None
             except (sqlite3.Error, OSError) as exc:
                 # The title could not be read before the write: the write would hit the same.
-                retry = "locked" in str(exc)  # busy passes; damaged does not
+                retry = classify_error(exc)[0] == "busy"  # busy passes; damaged does not
                 status = "skipped" if retry else "failed"
                 reason, outcome = f"the store could not be read ({exc}); nothing written", None
             else:

@@ -63,6 +63,7 @@ from ..models import AuditEvent
 from ..stores import liveness
 from ..stores import backup as store_backup
 from ..stores.backup import BackupError, BackupRecord
+from ..stores.connection import classify_error
 from ..stores.schema import Capabilities
 from ..stores.store import Store
 
@@ -366,7 +367,7 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        if classify_error(exc)[0] == "busy":
             raise StoreBusy(str(exc)) from exc
         raise
     try:

@@ -297,15 +297,19 @@ def classify_error(exc: BaseException) -> tuple[str, str]:
     """Map a SQLite error to a store status and a reason an admin can act on.
 
     Returns ``(status, reason)`` with status one of ``busy``, ``corrupt``,
-    ``unreadable``. Classification follows SQLite's extended error names where
-    Python exposes them (3.11+), else the message text, in the spirit of upstream
+    ``unreadable``; any exception is accepted (an ``OSError`` is classified by its
+    text). Classification follows SQLite's extended error names where Python
+    exposes them (3.11+), else the message text, in the spirit of upstream
     ``classify_persistence_error`` (docs/store.md §5.4).
     """
     exc = sqlite_cause(exc)
     name = getattr(exc, "sqlite_errorname", "") or ""
     text = str(exc)
     low = text.lower()
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low or "busy" in low:
+    # SQLite's own error name, when it raised the error, settles a lock: the text may
+    # quote a path (".../locked-copies/state.db") that says nothing about one.
+    locked = name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) if name else ("locked" in low or "busy" in low)
+    if locked:
         return "busy", f"store is locked by another process; retry later ({text})"
     if "malformed database schema" in low:
         return "corrupt", f"SQLite refuses the schema: {text}"

@@ -114,6 +114,10 @@ class OutsideRoot(sqlite3.OperationalError):
     raised before any connection exists. An ``sqlite3.Error`` so every caller's
     store-error handling reports it ("cannot open", unreadable)."""
 
+    # What SQLite would have said: classify_error reads the name, never the path
+    # quoted in the message.
+    sqlite_errorname = "SQLITE_CANTOPEN"
+
 
 class Unavailable(Exception):
     """A store that cannot be browsed now; ``status`` says why (a :class:`StoreStatus`)."""

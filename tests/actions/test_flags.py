@@ -197,3 +197,30 @@ def test_bulk_flags_job_changes_each_session_on_its_own(aged_home, settings):
     assert statuses == ["applied", "skipped", "failed"]
     assert column(s, "archived", [d["long"], d["cron"]]) == {d["long"]: 1, d["cron"]: 0}
     assert json.dumps(run.report)
+
+
+# --------------------------------------------------------------------------- busy or damaged
+
+def test_a_rename_on_a_locked_store_is_retried_and_one_on_a_store_linked_out_is_failed(aged_home, tmp_path):
+    """Ground rule 9, through the store-error classification (``classify_error``): a
+    store a real process holds exclusively is "busy, retry"; one whose file now leads
+    out of its root is failed, even though its path has the word "locked" in it."""
+    from sessions_app.stores import registry
+
+    from tests.stores.lock_holders import holding
+
+    d = ids("default")
+    item = {"profile": "default", "session_id": d["cli_main"], "rename": "Renamed while locked"}
+    s = registry.get("default")
+    with holding((s.path, "wal_exclusive")):
+        [done] = flags.run_changes(flagger(), [item])["profiles"][0]["actions"]
+    assert done["status"] == "skipped" and done["retry"] is True, done
+    ops = registry.get("ops")  # discovered while its file was inside the root
+    elsewhere = tmp_path / "locked-copies"
+    elsewhere.mkdir()
+    ops.path.rename(elsewhere / "state.db")
+    ops.path.symlink_to(elsewhere / "state.db")
+    item = {"profile": "ops", "session_id": ids("ops")["cli_main"], "rename": "Renamed elsewhere"}
+    [done] = flags.run_changes(flagger(), [item])["profiles"][0]["actions"]
+    assert done["status"] == "failed" and done["retry"] is False, done
+    assert "outside the root" in done["reason"]
