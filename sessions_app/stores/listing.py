@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import dataclasses
 import sqlite3
 import time
 from collections import OrderedDict
@@ -314,6 +315,15 @@ def list_sessions(
     return Page(rows, next_cursor, prev_cursor, count, capped, errors)
 
 
+def _filters_key(filters: Filters, key: str) -> tuple:
+    """``filters`` as one store's part of a memo key: everything but the findings'
+    id sets, plus the sha256 of the ids this store's statement filters on (up to
+    30,000 of them: the key never holds a copy)."""
+    ids = sorted(filters.with_findings.get(key, ())) if filters.check else []
+    digest = hashlib.sha256("\x00".join(ids).encode("utf-8", "surrogatepass")).hexdigest()
+    return repr(dataclasses.replace(filters, with_findings={})), digest
+
+
 def _walk_down(filters: Filters, before) -> bool:
     """Does this page's query read the store from the biggest sort value down? The
     list's own direction, reversed for a previous page (read from its far end)."""
@@ -332,7 +342,8 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
         indexed = False
     # Everything the count and page statements are built from (cursor values too);
     # caps identifies the store's columns (a new object after a schema change).
-    key = ("page", str(store.path), store.key, id(caps), repr(filters), indexed, started_indexed, limit, after, before)
+    key = ("page", str(store.path), store.key, id(caps), _filters_key(filters, store.key), indexed, started_indexed,
+           limit, after, before)
     count_stmt, page_stmt = _memo(key, caps, lambda: _page_statements(
         store, caps, filters, indexed, started_indexed, limit, after, before))
     counted = _execute(conn, count_stmt, count=True)  # activity only where filtered on

@@ -67,3 +67,19 @@ def test_same_shape_over_other_stores_and_after_a_migration(hermes_home):
     page = list_sessions([legacy], Filters(order="activity"), limit=4)
     assert page.rows[0]["activity"] == 4102444800
     assert ids(page) == ids(fresh([legacy], Filters(order="activity"), limit=4))
+
+
+def test_a_findings_filter_is_keyed_by_its_ids_digest_and_still_follows_them(hermes_home):
+    """The "with findings" filter can carry 30,000 session ids per store: the memo's
+    key names them by a digest (its entries hold no second copy of the id set),
+    and another id set still gives its own page."""
+    store = store_of(hermes_home, "default")
+    all_ids = [r["id"] for r in list_sessions([store], Filters(), limit=50).rows]
+    noise = {f"not-a-session-{n:05d}" for n in range(30_000)}
+    listing._COMPILED.clear()
+    filters = Filters(check="counter_drift", with_findings={"default": noise | {all_ids[0]}})
+    assert [r["id"] for r in list_sessions([store], filters, limit=10).rows] == [all_ids[0]]
+    assert max(len(repr(key)) for key in listing._COMPILED) < 2_000
+    other = Filters(check="counter_drift", with_findings={"default": noise | {all_ids[1]}})
+    assert [r["id"] for r in list_sessions([store], other, limit=10).rows] == [all_ids[1]]
+    assert [r["id"] for r in list_sessions([store], filters, limit=10).rows] == [all_ids[0]]
