@@ -7,6 +7,7 @@ real hermes-agent 0.19.0 processes.
 """
 
 import sqlite3
+import time
 from io import StringIO
 
 import pytest
@@ -334,6 +335,13 @@ def test_a_maybe_live_compression_continuation_refuses_deleting_its_parent(aged_
     s = store(aged_home, "default")
     root, mid = sids["compress_root"], sids["compress_mid"]
     hermes(s, f"db.append_message({mid!r}, 'user', 'and the totals for March?')")
+    # Its message moved to ten minutes ago (0.19.0 keeps no last_activity_at): inside
+    # an hour's idle window now, outside a five-minute one below, with no waiting.
+    written = time.time() - 600
+    with damage(s) as db:
+        db.execute("UPDATE messages SET timestamp = ? WHERE session_id = ? AND timestamp > ?",
+                   (written, mid, written))
+    settings.HERMES_IDLE_SECONDS = 3600
     before = dump(s)
     plan, item = confirm(s, root)
     assert [c["id"] for c in plan.detach] == [mid] and plan.detach[0]["edge"] == "compression"
@@ -347,9 +355,7 @@ def test_a_maybe_live_compression_continuation_refuses_deleting_its_parent(aged_
     [event] = events()
     assert event.outcome == "refused" and mid in event.reason
 
-    settings.HERMES_IDLE_SECONDS = 1  # the continuation has gone quiet
-    import time
-    time.sleep(1.5)
+    settings.HERMES_IDLE_SECONDS = 300  # ten minutes quiet: the continuation has gone idle
     plan, item = confirm(s, root)
     assert plan.verdict == "not_live" and plan.held_children == []
     done = deleter().delete(s, item)
