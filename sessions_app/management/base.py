@@ -20,7 +20,7 @@ import socket
 import sys
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, DjangoHelpFormatter
 
 
 def error_document(message: str) -> dict:
@@ -47,17 +47,31 @@ from ..stores import registry
 from ..stores.store import Store
 
 
+class EpilogFormatter(DjangoHelpFormatter):
+    """Django's help layout, with the epilog's paragraphs and line breaks kept."""
+
+    def _fill_text(self, text, width, indent):
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
 class StoreCommand(BaseCommand):
-    """Base for commands that select profiles with --root/--profile/--all-profiles."""
+    """Base for commands that select profiles with --root/--profile/--all-profiles.
+
+    ``epilog``: the text ``--help`` ends with (the command's exit statuses and
+    output), its line breaks kept (:class:`EpilogFormatter`); empty for none."""
 
     argv: list[str] = []
+    epilog = ""
 
     def run_from_argv(self, argv):
         self.argv = list(argv[2:])  # what the parser's error handler looks at
         super().run_from_argv(argv)
 
     def create_parser(self, prog_name, subcommand, **kwargs):
+        if self.epilog:
+            kwargs.setdefault("formatter_class", EpilogFormatter)
         parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = self.epilog or None
         parser.error = lambda message: self.argument_error(parser, message)
         return parser
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import sys
 
-from django.core.management.base import DjangoHelpFormatter
-
 from .. import runs
 from ..actions.engine import Applier
 from ..actions.heal import heal
@@ -39,13 +37,6 @@ one line. With --json, one JSON document on stdout, also on an argument error:
 {"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one
 line to stderr saying what tripped it, even with --json.
 """
-
-
-class EpilogFormatter(DjangoHelpFormatter):
-    """Django's help layout, with the epilog's paragraphs and line breaks kept."""
-
-    def _fill_text(self, text, width, indent):
-        return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
 def failure_line(command: str, code: int, report: dict, fail_on: str, skipped: list[str]) -> str:
@@ -82,12 +73,7 @@ class HealRunCommand(StoreCommand):
     """
 
     codes: tuple[str, ...] | None = None
-
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        kwargs.setdefault("formatter_class", EpilogFormatter)
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.epilog = EPILOG
-        return parser
+    epilog = EPILOG
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

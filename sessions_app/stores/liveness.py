@@ -433,6 +433,22 @@ def idle_seconds_setting() -> float:
 
 # --------------------------------------------------------------------------- public API
 
+def _turn_lease_evidence(conn, caps: Capabilities, now: float, index: LiveIndex,
+                         wanted: set[str] | None = None) -> None:
+    """Every unexpired turn lease (a few rows, read whole) as evidence for each session of
+    the compression chain below its key (docs/store.md §7.1: the key is the lineage
+    root), or for those of them in ``wanted``. The walk is per lease row, never per session."""
+    leases = _lease_rows(conn, caps, "session_turn_leases", "conversation_id", now)
+    if not leases:
+        return
+    lineage = Lineage(conn, caps.columns("sessions"))
+    for key, holder, acquired, expires in leases:
+        item = _lease_evidence("turn_lease", key, holder, acquired, expires, now)
+        for sid in compression_descendants(lineage, key):
+            if wanted is None or sid in wanted:
+                index.add(sid, item)
+
+
 def live_sessions(store, conn: sqlite3.Connection, caps: Capabilities, now: float,
                   idle_seconds: float | None = None) -> LiveIndex:
     """Evidence for every session that has some, one query per signal.
@@ -444,13 +460,7 @@ def live_sessions(store, conn: sqlite3.Connection, caps: Capabilities, now: floa
     """
     idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
     index = LiveIndex()
-    leases = _lease_rows(conn, caps, "session_turn_leases", "conversation_id", now)
-    if leases:
-        lineage = Lineage(conn, caps.columns("sessions"))
-        for key, holder, acquired, expires in leases:
-            item = _lease_evidence("turn_lease", key, holder, acquired, expires, now)
-            for sid in compression_descendants(lineage, key):
-                index.add(sid, item)
+    _turn_lease_evidence(conn, caps, now, index)
     for key, holder, acquired, expires in _lease_rows(conn, caps, "compression_locks", "session_id", now):
         index.add(key, _lease_evidence("compression_lock", key, holder, acquired, expires, now))
     _registry_evidence(store, now, index)
@@ -473,14 +483,7 @@ def page_index(store, conn: sqlite3.Connection, caps: Capabilities, session_ids,
     index = LiveIndex()
     if not wanted:
         return index
-    leases = _lease_rows(conn, caps, "session_turn_leases", "conversation_id", now)
-    if leases:
-        lineage = Lineage(conn, caps.columns("sessions"))
-        for key, holder, acquired, expires in leases:
-            item = _lease_evidence("turn_lease", key, holder, acquired, expires, now)
-            for sid in compression_descendants(lineage, key):
-                if sid in wanted:
-                    index.add(sid, item)
+    _turn_lease_evidence(conn, caps, now, index, wanted)
     for key, holder, acquired, expires in _lease_rows(conn, caps, "compression_locks", "session_id", now,
                                                        sorted(wanted)):
         index.add(key, _lease_evidence("compression_lock", key, holder, acquired, expires, now))

@@ -180,6 +180,17 @@ def test_help_states_the_contract_the_tests_above_check(data, name):
     assert ("--only CODE[,CODE…]" in text) == (name == "heal_sessions")
 
 
+@pytest.mark.parametrize("name, first_lines", [
+    ("prune_sessions", "exit status: 0 nothing (left) to prune; 1 sessions remain that the criteria select\n(check"),
+    ("flag_sessions", "exit status: 0 every change was made (or was already so); 1 some were not made for\na passing"),
+])
+def test_help_of_the_other_store_commands_ends_with_their_contract(data, name, first_lines):
+    """Each store command's epilog (``StoreCommand.epilog``), its line breaks kept."""
+    out = run_manage([name, "--help"], data)
+    assert out.returncode == 0
+    assert first_lines in out.stdout and '{"version": 1, "error": "...", "profiles": []}' in out.stdout
+
+
 def test_an_unreadable_store_is_named_as_what_tripped_exit_2(hermes_home, data):
     (hermes_home / "profiles" / "legacy" / "state.db").write_text("not a database at all\n" * 100)
     out = command("heal_sessions", "--all-profiles", "--only", "orphan_messages", data=data, home=hermes_home)

@@ -24,7 +24,6 @@ from django.core.management.base import CommandError
 from ... import runs
 from ...actions.flags import Flagger, TitleError, clean_title, run_changes
 from ..base import StoreCommand
-from ..runs import EpilogFormatter
 
 CHANGES = {"archive": ("archived", 1), "unarchive": ("archived", 0), "pin": ("pinned", 1), "unpin": ("pinned", 0),
            "hide": ("hidden", 1), "unhide": ("hidden", 0)}
@@ -57,11 +56,7 @@ def exit_status(report: dict) -> int:
 class Command(StoreCommand):
     help = "Rename, archive, pin or hide sessions of one profile (each a guarded write, audited)."
 
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        kwargs.setdefault("formatter_class", EpilogFormatter)
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.epilog = EPILOG
-        return parser
+    epilog = EPILOG
 
     def add_arguments(self, parser):
         super().add_arguments(parser)

@@ -24,7 +24,6 @@ from ...actions.prune import BATCH_ROWS, BATCH_UNITS
 from ...actions.prune_run import Pruner, exit_status, run_prune
 from ...stores.retention import Criteria, CriteriaError
 from ..base import StoreCommand
-from ..runs import EpilogFormatter
 
 SHOWN_SPARED = 10  # spared groups listed per profile without --json
 
@@ -54,11 +53,7 @@ def _size(n: int) -> str:
 class Command(StoreCommand):
     help = "Prune sessions by retention criteria into the dashboard's trash (check by default, --apply to prune)."
 
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        kwargs.setdefault("formatter_class", EpilogFormatter)
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.epilog = EPILOG
-        return parser
+    epilog = EPILOG
 
     def add_arguments(self, parser):
         super().add_arguments(parser)
