@@ -11,6 +11,8 @@ dashboard never lets Django cascade anything in a store.
 
 from django.db import models
 
+from .vocabulary import WRITE_OUTCOMES
+
 
 class StoreQuerySet(models.QuerySet):
     def for_store(self, store, caps=None):
@@ -316,11 +318,8 @@ class AuditEvent(models.Model):
     the first write of the run (size in bytes, sha256 hex).
     """
 
-    class Outcome(models.TextChoices):
-        APPLIED = "applied"
-        SKIPPED = "skipped"
-        REFUSED = "refused"
-        FAILED = "failed"
+    # The outcome words are defined once, with what each means (``vocabulary.OUTCOMES``).
+    Outcome = models.TextChoices("Outcome", [(word.upper(), word) for word in WRITE_OUTCOMES])
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey("auth.User", null=True, on_delete=models.SET_NULL, related_name="+")

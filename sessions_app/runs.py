@@ -1,7 +1,8 @@
 """Runs: their lifecycle and their typed report (docs/architecture.md §6, "Runs, jobs, audit").
 
 A run is a :class:`~sessions_app.models.HealRun` row: a check pass, a heal, the
-repair of previewed plans, a bulk deletion. Every run is created by
+repair of previewed plans, a bulk deletion (its kinds: :func:`kind`, named in
+``vocabulary.RUN_KINDS``; what it did and found in words: :func:`result`). Every run is created by
 :func:`create`, started by :func:`begin`, advanced by :func:`progress`, and
 ends in :func:`finish` or :func:`fail`; :func:`mark_if_dead` settles a run whose
 process was killed (browser jobs and commands alike record their pid), so no
@@ -15,7 +16,12 @@ dataclasses below — the one place its shape is written (version 1)::
     {"version": 1, "mode", "started_at", "finished_at",
      "profiles": [{"profile", "root", "path", "status", "schema_version", "error",
                    "findings": [...], "actions": [...], "backup"}],
-     "summary": {"profiles", "critical", "warning", "info", "applied", "skipped", "failed"}}
+     "summary": {"profiles", "critical", "warning", "info",
+                 "planned", "applied", "skipped", "refused", "failed"}}
+
+An action's ``status`` is one of ``vocabulary.OUTCOMES`` (``planned`` only when
+nothing was applied); ``summary`` counts each (``refused`` and ``planned`` were
+added to version 1 later: a reader of older reports takes them as 0).
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from django.utils import timezone
 
 from .checks.base import SEVERITIES
 from .models import FindingSnapshot, HealRun
+from .vocabulary import OUTCOMES as OUTCOME_MEANINGS
+from .vocabulary import RUN_KINDS, WRITE_OUTCOMES
 
-OUTCOMES = ("applied", "skipped", "failed")
+OUTCOMES = ("planned", *WRITE_OUTCOMES)  # the counters of a report's summary
 
 
 def iso(ts: float) -> str:
@@ -133,6 +141,128 @@ def record_snapshot(run, report: dict) -> None:
     FindingSnapshot.objects.bulk_create(
         FindingSnapshot(run=run, profile=p, check_code=c, severity=s, count=n) for (p, c, s), n in counts.items()
     )
+
+
+# --------------------------------------------------------------------------- kinds and results
+
+MIGRATION_COMMAND = "command:migrate_transcripts@"  # actor label prefix of that command's runs
+MIGRATION_ACTIONS = ("import_jsonl_transcript", "move_to_owner_store", "recover_messages")
+SINGLE_KINDS = {"recover_messages": "recovery", "move_to_owner_store": "move"}
+
+
+def kind_of(mode: str, trigger: str = "", only=(), actor_label: str = "", first_action: str | None = None) -> str:
+    """The kind of a run (a key of ``vocabulary.RUN_KINDS``) from its row's fields;
+    ``first_action`` is the ``action`` of its first plan (None without plans).
+    Pages name runs by it; the metrics keep their own labels
+    (``notify.events.kind_of``)."""
+    if mode == "delete":
+        return "deletion" if trigger == FLEET_TRIGGER else "bulk_deletion"
+    if mode in ("prune", "flags", "restore"):
+        return mode
+    if first_action is not None:
+        if len(only or ()) > 1 and first_action in MIGRATION_ACTIONS:
+            return "migration"  # the migration page's plans (a single repair names its one check)
+        return SINGLE_KINDS.get(first_action, "repair")
+    if actor_label.startswith(MIGRATION_COMMAND):
+        return "migration"
+    if only:
+        return "light_check" if trigger == "watch" else ("heal" if mode == "apply" else "partial_check")
+    return "heal" if mode == "apply" else "check"
+
+
+def kind(run: HealRun) -> str:
+    """:func:`kind_of` for a loaded run."""
+    plans = run.plans or []
+    first = plans[0].get("action", "") if plans and isinstance(plans[0], dict) else None
+    return kind_of(run.mode, run.trigger, run.only, run.actor_label, first)
+
+
+def outcome_words(report: dict | None) -> dict[str, str]:
+    """The outcomes a report's actions (and prune units) ended as, each with its
+    meaning (``vocabulary.OUTCOMES``), in the vocabulary's order: the legend of a
+    run page."""
+    seen = {a.get("status") for p in (report or {}).get("profiles", [])
+            for a in [*p.get("actions", []), *p.get("units", [])]}
+    return {word: meaning for word, meaning in OUTCOME_MEANINGS.items() if word in seen}
+
+
+def run_result(run: HealRun) -> list[str]:
+    """:func:`result` of a loaded run."""
+    summary = (run.report or {}).get("summary")
+    return result(kind(run), summary, run.mode, run.status, scoped=bool(run.plans) and run.mode == "apply")
+
+
+def kind_label(key: str) -> str:
+    """The name pages give a run kind (``vocabulary.RUN_KINDS``)."""
+    return RUN_KINDS.get(key, key)
+
+
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
+def _counts(summary: dict, words) -> str:
+    """``2 applied, 1 refused``: the non-zero counts of ``words``, in their order."""
+    return ", ".join(f"{summary.get(w) or 0} {w}" for w in words if summary.get(w))
+
+
+def _findings(summary: dict) -> str:
+    return _counts(summary, SEVERITIES)
+
+
+NOUNS = {  # what one action of a run kind is
+    "deletion": ("session", None), "bulk_deletion": ("session", None), "flags": ("session", None),
+    "restore": ("trash entry", "trash entries"), "migration": ("import or move", "imports and moves"),
+    "recovery": ("recovery", "recoveries"), "move": ("move", None),
+}
+IDLE = {"deletion": "no session deleted", "bulk_deletion": "no session deleted", "flags": "no flag changed",
+        "restore": "nothing restored"}
+
+
+def result(kind_key: str, summary: dict | None, mode: str = "", status: str = HealRun.Status.DONE,
+           scoped: bool = False) -> list[str]:
+    """What a run did and found, as phrases the runs list and the run page show
+    (``summary``: its report's ``summary``; ``mode``: ``HealRun.mode``;
+    ``scoped``: the run applied previewed plans, so its findings are those of the
+    repaired sessions re-checked, not of whole profiles). Zero
+    counts are left out and an empty total is said in words, never as a row of
+    zeros; a repair run speaks of the finding it repaired only, never of the
+    whole profile's health (its report holds nothing else)."""
+    if not summary:
+        return ["no report: the run failed"] if status == HealRun.Status.FAILED else []
+    acted = sum(summary.get(w) or 0 for w in WRITE_OUTCOMES)
+    found = _findings(summary)
+    if kind_key == "prune":
+        units = summary.get("units") or 0
+        if not units:
+            head = "nothing to prune"
+        else:
+            sizes = f"{_n(summary.get('sessions') or 0, 'session')}, {_n(summary.get('messages') or 0, 'message row')}"
+            done = _counts(summary, WRITE_OUTCOMES) or f"{units} planned"
+            head = f"{_n(units, 'conversation')} ({sizes}): {done}"
+        spared = summary.get("spared") or 0
+        return [head] + ([f"{_n(spared, 'selected session')} spared ({summary.get('spared_pinned') or 0} pinned)"]
+                         if spared else [])
+    if mode == "check":  # check passes, and migrate_transcripts without --apply
+        lines = [f"findings: {found}" if found else "no findings"]
+        if summary.get("planned"):
+            lines.append(f"{_n(summary['planned'], 'repair')} to apply")
+        return lines
+    noun, plural = NOUNS.get(kind_key, ("repair", None))
+    lines = [f"{_n(acted, noun, plural)}: {_counts(summary, WRITE_OUTCOMES)}" if acted
+             else IDLE.get(kind_key, "nothing to repair")]
+    if kind_key in IDLE:  # writes of their own, no checks
+        return lines
+    if kind_key in ("repair", "recovery", "move"):
+        if acted > 1:  # "Repair all findings of this kind" sends many plans
+            lines.append(f"findings remaining on these sessions: {found}" if found else "the repaired findings are gone")
+        else:
+            lines.append(f"the finding remains ({found})" if found else "the repaired finding is gone")
+    elif scoped:
+        lines.append(f"on these sessions, findings remaining: {found}" if found else "no finding remains on these sessions")
+    else:
+        lines.append(f"findings remaining: {found}" if found else "no findings remain")
+    return lines
 
 
 # --------------------------------------------------------------------------- lifecycle

@@ -34,8 +34,6 @@ class RepairWrite(Write):
         self.writes_store = plan.writes_store
         self.loaded = None
 
-    refused_status = "skipped"  # a repair run counts a refusal as skipped (audited as refused)
-
     def authorize(self, writer, store, outcome):
         self.repair.validate(store, self.plan)  # ValueError: invalid plan
         if self.plan.blocked:

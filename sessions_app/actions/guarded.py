@@ -118,8 +118,8 @@ class Outcome:
     it (the reason then reads "<done verb>, but …"). ``done`` describes what the
     committed transaction did. ``counts`` are rows per table (deletions,
     restores), ``rows_changed`` their sum or the rows a repair changed.
-    ``refused``: a refusal (audited as ``refused``; its status is the write's
-    ``refused_status``: ``refused`` for deletions, ``skipped`` in repair runs).
+    ``refused``: a refusal (status and audit outcome ``refused``, the same word
+    in run reports and on every page: ``vocabulary.OUTCOMES``).
     ``retry``: not done for a passing reason (the store stayed locked, the state
     changed meanwhile, liveness evidence): a later run may do it.
     ``plan`` is the action's plan (``Plan``, ``DeletePlan``…); ``entry`` the
@@ -153,9 +153,10 @@ class Outcome:
 
     @property
     def report_status(self) -> str:
-        """The status in a heal report (``applied`` | ``planned`` | ``skipped`` | ``failed``):
-        the report's summary keeps its three counters, a refusal counts as skipped."""
-        return "skipped" if self.status == "refused" else self.status
+        """The status in a run report: one of ``vocabulary.OUTCOMES`` (``planned`` |
+        ``applied`` | ``skipped`` | ``refused`` | ``failed``), the audit trail's word
+        for the same write."""
+        return "refused" if self.refused else self.status
 
     def as_json(self) -> dict:
         """The ``actions[]`` entry of the ``heal_sessions --json`` report."""
@@ -215,7 +216,6 @@ class Write:
     writes_store = True
     attach: tuple[str, str] | None = None
     verb = "applied"
-    refused_status = "refused"
     plan: object = None
 
     def authorize(self, writer: "GuardedWriter", store: Store | None, outcome: Outcome) -> None:
@@ -398,7 +398,7 @@ def _mapped(outcome: Outcome, store: Store | None, write: Write):
     except Skip as exc:
         outcome.status, outcome.reason = "skipped", str(exc)
     except Refused as exc:
-        outcome.status, outcome.reason, outcome.refused = write.refused_status, str(exc), True
+        outcome.status, outcome.reason, outcome.refused = "refused", str(exc), True
         outcome.evidence = outcome.evidence or exc.evidence
         outcome.retry = bool(exc.evidence)  # an agent holds it: a passing state
     except StoreBusy:

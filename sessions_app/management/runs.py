@@ -7,7 +7,7 @@ version-1 JSON report (``actions.heal``); exit status 0 nothing at or above
 action failed, another run holds the lock, or the arguments were wrong.
 
 Output for people lists what needs a look: findings at or above ``--fail-on``, the
-repairs planned for them, every repair applied, skipped or failed, and stores that
+repairs planned for them, every repair applied, skipped, refused or failed, and stores that
 could not be read; findings below ``--fail-on`` are only counted in the closing
 summary line. So a run with nothing to report prints that one line. A non-zero
 exit also writes one line to stderr naming what tripped it (:func:`failure_line`).
@@ -31,7 +31,7 @@ exit status: 0 nothing at or above --fail-on remains; 1 such findings remain;
 lock, a root was skipped, or the arguments were wrong.
 
 output: without --json, findings at or above --fail-on, their planned repairs and
-every repair applied, skipped or failed are listed, then one summary line (findings
+every repair applied, skipped, refused or failed are listed, then one summary line (findings
 below --fail-on are only counted there): a run with nothing to report prints that
 one line. With --json, one JSON document on stdout, also on an argument error:
 {"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one
@@ -166,5 +166,6 @@ class HealRunCommand(StoreCommand):
         self.stdout.write(
             f"{report['mode']}: {s['profiles']} profile(s), {quiet} with nothing to report; "
             f"{s['critical']} critical, {s['warning']} warning, "
-            f"{s['info']} info{hidden}; applied {s['applied']}, skipped {s['skipped']}, failed {s['failed']}"
+            f"{s['info']} info{hidden}; applied {s['applied']}, skipped {s['skipped']}, refused {s['refused']}, "
+            f"failed {s['failed']}"
         )

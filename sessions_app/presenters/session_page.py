@@ -21,7 +21,9 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
+from ..actions.deletion import judge
 from ..actions.registry import rank, repair_first
 from ..actions.transcripts import jsonl_path
 from ..checks import Finding, run_store_checks
@@ -59,11 +61,16 @@ USAGE_COLUMNS = (
 @dataclass
 class LivenessBox:
     """The liveness box: ``verdict`` (``live`` | ``maybe_live`` | ``not_live``, None
-    without a session row), ``items`` (``{"session_id", "e": Evidence}``), ``error``."""
+    without a session row), ``items`` (``{"session_id", "e": Evidence}``), ``error``.
+    ``refused``: why deleting the session is refused now (its own evidence judged as
+    the deletion judges it, ``actions.deletion.judge``), '' when it may go;
+    ``override``: it may go only by an admin's override of a maybe-live verdict."""
 
     verdict: str | None = None
     items: list[dict] = field(default_factory=list)
     error: str = ""
+    refused: str = ""
+    override: bool = False
 
 
 @dataclass
@@ -187,7 +194,12 @@ def _liveness(store, conn, caps, session_id: str) -> LivenessBox:
                                       cached_routing=True)
     except sqlite3.Error as exc:
         return LivenessBox(error=f"liveness could not be read: {exc}")
-    return LivenessBox(found.verdict, [{"session_id": session_id, "e": e} for e in found.evidence])
+    # The session page judges the session's own evidence; children a deletion would
+    # detach are judged on the confirmation page (a live one refuses there).
+    verdict, possible, blocker = judge([SimpleNamespace(id=session_id, verdict=found.verdict, liveness=found)])
+    refused = "an agent holds this session" if verdict == "live" else blocker
+    return LivenessBox(found.verdict, [{"session_id": session_id, "e": e} for e in found.evidence],
+                       refused=refused, override=verdict == "maybe_live" and possible)
 
 
 def _jsonl_name(store, session_id: str) -> str:

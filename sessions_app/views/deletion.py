@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from .. import jobs, runs, trash
 from ..actions import deletion, flags
+from ..presenters.deleted import deleted_session
 from ..secrets import masker_for
 from ..stores.connection import classify_error
 from ..stores import autoprune
@@ -167,15 +168,24 @@ def bulk_confirm(request):
         if "plan" in row:
             for t in row["plan"].delegates:
                 covered[(row["profile"], t.id)] = row["session_id"]
+    going = []
     for row in rows:
         if "plan" in row and (row["profile"], row["session_id"]) in covered:
             row["with_parent"] = covered[(row["profile"], row["session_id"])]
-        elif "plan" in row:
-            # Live ones too: the job judges each session again and skips it with its reason.
+        elif "plan" in row and row["plan"].verdict == "not_live":
             items.append(deletion.token_item(row["plan"]))
+            going.append(row["plan"])
+        elif "plan" in row:
+            # A bulk deletion has no override: a live or maybe-live session is left
+            # out of the confirmation, so the button counts only what will go (the
+            # job still judges each confirmed session again and refuses one an agent took since).
+            row["left_out"] = True
     context = {"rows": rows, "items": items, "token": deletion.sign(items, request.user.pk) if items else "",
                "retention_days": trash.retention_days(),
-               "pinned_count": sum(len(r.get("pinned") or ()) for r in rows if not r.get("with_parent"))}
+               "going_sessions": sum(len(p.targets) for p in going), "going_messages": sum(p.messages for p in going),
+               "left_out": sum(1 for r in rows if r.get("left_out") or r.get("problem")),
+               "pinned_count": sum(len(r.get("pinned") or ()) for r in rows
+                                   if not r.get("with_parent") and not r.get("left_out"))}
     return render(request, "sessions/delete_bulk.html", context)
 
 
@@ -200,6 +210,16 @@ def bulk_apply(request):
                       plans=items, total=len(items), profiles=sorted({i.get("profile", "") for i in items}))
     jobs.start(run)
     return redirect("run", run.pk)
+
+
+def deleted_session_page(request, store, session_id):
+    """The page of a session ``store`` no longer holds (HTTP 404): when it was
+    deleted, pruned or moved and by whom, with its trash entry, or that the entry
+    was purged (``presenters.deleted``: the trash and the audit trail, no store read).
+    Called by the session page's view, which has checked the permission."""
+    shown = deleted_session(store.key, session_id, user=request.user)
+    return render(request, "sessions/deleted.html", {"store": store, "session_id": session_id, "gone": shown,
+                                                     "retention_days": trash.retention_days()}, status=404)
 
 
 @require_GET

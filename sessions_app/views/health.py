@@ -6,6 +6,7 @@ from django.contrib import messages as flash
 from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
+from django.db.models.fields.json import KeyTransform
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -85,7 +86,10 @@ def heal_profile(request, store):
 def run_detail(request, pk):
     """A run's progress (polled by htmx while it runs) and its report."""
     run = jobs.mark_if_dead(get_object_or_404(HealRun, pk=pk))
-    context = {"run": run, "report": run.report or {}, "finished": run.status in ("done", "failed")}
+    kind = runs.kind(run)
+    context = {"run": run, "report": run.report or {}, "finished": run.status in ("done", "failed"),
+               "kind": kind, "kind_label": runs.kind_label(kind), "result": runs.run_result(run),
+               "outcome_words": runs.outcome_words(run.report)}
     if request.htmx:
         return render(request, "sessions/run.html#run-status", context)
     return render(request, "sessions/run.html", context)
@@ -99,13 +103,21 @@ def run_list(request):
     the page; the page says how many there are."""
     show_light = request.GET.get("light") == "1"
     light = Q(trigger="watch") & ~Q(only=[])
-    runs = HealRun.objects.select_related("actor")
+    # Each row needs its report's summary and its first plan's action, not the
+    # report itself (megabytes on a big home) nor every plan of a bulk deletion.
+    rows = HealRun.objects.defer("report", "plans", "log_tail").annotate(
+        summary=KeyTransform("summary", "report"), first_action=KeyTransform("action", KeyTransform("0", "plans")))
     hidden = 0
     if not show_light:
         hidden = HealRun.objects.filter(light).count()
-        runs = runs.exclude(light)
-    return render(request, "sessions/runs.html", {"runs": runs[:100], "show_light": show_light,
-                                                  "hidden_light": hidden})
+        rows = rows.exclude(light)
+    rows = list(rows[:100])
+    for run in rows:
+        run.kind = runs.kind_of(run.mode, run.trigger, run.only, run.actor_label, run.first_action)
+        run.kind_label = runs.kind_label(run.kind)
+        run.result = runs.result(run.kind, run.summary, run.mode, run.status,
+                                 scoped=run.first_action is not None and run.mode == "apply")
+    return render(request, "sessions/runs.html", {"runs": rows, "show_light": show_light, "hidden_light": hidden})
 
 
 @require_GET

@@ -23,6 +23,7 @@ from ..secrets import masking_for
 from ..stores import export, session_info
 from ..stores.listing import COUNT_CAP, DESCENDING, TEXT_ORDERS
 from .common import require_perm, store_view
+from .deletion import deleted_session_page
 
 CURSOR_SALT = "sessions-list-cursor"
 PAGE_SIZES = (25, 50, 100, 200)
@@ -164,8 +165,9 @@ def session_detail(request, store, session_id):
             after=_int(request.GET.get("after")), before=_int(request.GET.get("before")),
             at=_int(request.GET.get("at")), include_inactive=request.GET.get("inactive") == "1",
             recheck=request.GET.get("recheck") == "1")
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    except NotFound:
+        # Not in the store: a real page (still 404) saying where it went, if the dashboard knows.
+        return deleted_session_page(request, store, session_id)
     if shown.notice:
         flash.info(request, shown.notice)
     context = {

@@ -43,7 +43,7 @@ def test_applied_blocked_changed_refused_and_failed_each_leave_one_event(aged_ho
     hermes(s, f"db.append_message({IDS['cron']!r}, 'user', 'again')")
     [cron] = [p for p in planned(s, "counter_drift") if p.session_id == IDS["cron"]]
     live = applier.apply(s, cron)
-    assert live.status == "skipped" and "live" in live.reason
+    assert live.status == "refused" and "live" in live.reason
 
     events = list(AuditEvent.objects.order_by("id"))
     assert [e.outcome for e in events] == ["applied", "skipped", "refused"]

@@ -134,7 +134,7 @@ def test_a_run_with_only_findings_below_fail_on_prints_one_summary_line(hermes_h
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.strip().splitlines() == [
         "check: 6 profile(s), 6 with nothing to report; 0 critical, 0 warning, 5 info "
-        "(5 below --fail-on warning, not listed); applied 0, skipped 0, failed 0"
+        "(5 below --fail-on warning, not listed); applied 0, skipped 0, refused 0, failed 0"
     ]
     # --fail-on info lists them (and fails).
     out = command("heal_sessions", "--all-profiles", *only, "--fail-on", "info", data=data, home=hermes_home)

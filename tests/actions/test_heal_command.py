@@ -62,7 +62,7 @@ def test_report_shape(aged_home):
     assert entry["schema_version"] == 22 and entry["status"] == "ok"
     for f in entry["findings"]:
         assert set(f) == {"check", "severity", "session_id", "count", "detail", "heal"}
-    assert set(report["summary"]) == {"profiles", "critical", "warning", "info", "applied", "skipped", "failed"}
+    assert set(report["summary"]) == {"profiles", "critical", "warning", "info", "planned", "applied", "skipped", "refused", "failed"}
 
 
 def test_exit_status_follows_fail_on(aged_home):
@@ -87,7 +87,7 @@ def test_a_clean_run_prints_only_the_result(aged_home):
     code, text = heal("--all-profiles", "--only", "orphan_messages")
     assert code == 0
     assert text.strip().splitlines() == [
-        "check: 6 profile(s), 6 with nothing to report; 0 critical, 0 warning, 0 info; applied 0, skipped 0, failed 0"
+        "check: 6 profile(s), 6 with nothing to report; 0 critical, 0 warning, 0 info; applied 0, skipped 0, refused 0, failed 0"
     ]
 
 
@@ -160,7 +160,7 @@ print(json.dumps({{"written": written, "errors": errors}}), flush=True)
     actions = profile_entry(report, "default")["actions"]
     assert any(a["action"] == "recreate_session_row" and a["status"] == "applied" for a in actions)
     busy_actions = [a for a in actions if a["session_id"] == busy]
-    assert busy_actions and all(a["status"] == "skipped" for a in busy_actions)
+    assert busy_actions and all(a["status"] in ("skipped", "refused") for a in busy_actions)
     with s.read() as conn:
         ids = {r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ?", (busy,))}
     assert set(result["written"]) <= ids

@@ -293,7 +293,7 @@ def test_a_live_session_is_refused(aged_home):
     write_jsonl(s, SID, EARLIER + KEPT[:1])
     code, report = heal("--profile", "default", "--only", "transcript_on_disk_only", "--apply", "--json")
     [refused] = actions(report, "default")
-    assert refused["status"] == "skipped" and "looks" in refused["reason"] and "activity" in refused["reason"]
+    assert refused["status"] == "refused" and "looks" in refused["reason"] and "activity" in refused["reason"]
     assert AuditEvent.objects.get(action="import_jsonl_transcript").outcome == "refused"
     assert transcript(s, SID) == [("user", "and on Friday?")]
 

@@ -203,7 +203,7 @@ assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
 """, version="0.19.0")
     code, report = heal("--profile", "edge", "--only", "owner_mismatch", "--apply", "--json")
     [refused] = moves(report, "edge")
-    assert refused["status"] == "skipped" and "compression_lock" in refused["reason"]
+    assert refused["status"] == "refused" and "compression_lock" in refused["reason"]
     assert AuditEvent.objects.get(action="move_to_owner_store").outcome == "refused"
     assert not exists(store(aged_home, "ops"), sid)  # refused before anything was copied
     with damage(src) as db:
@@ -212,13 +212,13 @@ assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
                    "VALUES ('serve-1', ?, ?, ?, 'edge', '')", (os.getpid(), time.time() - 60, time.time()))
     code, report = heal("--profile", "edge", "--only", "owner_mismatch", "--apply", "--json")
     [refused] = moves(report, "edge")  # the gateway routes this session
-    assert refused["status"] == "skipped" and "gateway: routed by gateway key" in refused["reason"]
+    assert refused["status"] == "refused" and "gateway: routed by gateway key" in refused["reason"]
     other = ids("edge")["long"]  # not routed, but the profile's gateway is up
     rekey(src, sid, "agent:edge:telegram:dm:12345")
     rekey(src, other, "agent:ops:telegram:dm:4242")
     code, report = heal("--profile", "edge", "--only", "owner_mismatch", "--apply", "--json")
     [refused] = moves(report, "edge")
-    assert refused["status"] == "skipped" and "a gateway of profile edge is live" in refused["reason"]
+    assert refused["status"] == "refused" and "a gateway of profile edge is live" in refused["reason"]
     assert exists(src, sid) and exists(src, other) and not exists(store(aged_home, "ops"), other)
 
 
@@ -235,7 +235,7 @@ def test_operator_jobs_never_move_without_the_delete_permission(aged_home, djang
         [f] = run_store_checks(src, only=["owner_mismatch"]).findings
         plan = plan_for(src, conn, src.capabilities(conn), f)
     outcome = Applier(actor=user).apply(src, plan)
-    assert outcome.status == "skipped" and "delete_sessions" in outcome.reason
+    assert outcome.status == "refused" and "delete_sessions" in outcome.reason
     assert exists(src, sid) and not exists(store(aged_home, "ops"), sid)
 
 
@@ -307,7 +307,7 @@ def test_recovery_files_beside_the_target_refuse_the_move(aged_home):
     (dst.path.parent / "state.db.repair-scratch").write_bytes(b"")
     code, report = heal("--profile", "default", "--only", "owner_mismatch", "--apply", "--json")
     [refused] = moves(report, "default")
-    assert refused["status"] == "skipped" and refused["reason"].startswith("ops: Hermes recovery files")
+    assert refused["status"] == "refused" and refused["reason"].startswith("ops: Hermes recovery files")
     assert exists(src, sid) and not exists(dst, sid)
 
 

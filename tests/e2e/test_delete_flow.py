@@ -57,7 +57,10 @@ def test_delete_restore_and_refusals(logged_in, live_server, hermes_home, data_d
         assert "live" in page.locator("#liveness .verdict").inner_text()
         assert "compression lock" in page.locator("#liveness").inner_text()
         page.screenshot(path=str(tmp_path / "session-live.png"))
-        page.click("#liveness >> text=Delete…")
+        # No Delete button where deletion is refused: the reason instead.
+        assert page.locator("#liveness >> text=Delete…").count() == 0
+        assert "an agent holds this session" in page.locator("#delete-refused").inner_text()
+        page.goto(f"{live_server.url}/p/default/s/{held}/delete/")  # the address typed anyway
         assert "Deletion is refused" in page.content()
         assert page.locator("form.delete-form").count() == 0
     finally:

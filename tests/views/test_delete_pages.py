@@ -65,11 +65,23 @@ time.sleep(600)
         assert "compression lock" in box and "age " in box and f"pid {proc.pid}" in box
         assert "host namespace" in box and "process running" in box and "blocks" in box
         assert "Delete…" not in box  # auditors see the evidence, not the action
-        assert 'href="/p/default/s/%s/delete/"' % sid in text(admin.get(f"/p/default/s/{sid}/"))
+        # A live session: no Delete button for the admin either, the reason instead.
+        page = text(admin.get(f"/p/default/s/{sid}/"))
+        assert 'href="/p/default/s/%s/delete/"' % sid not in page and "Delete…" not in page
+        assert "Deletion is refused now: an agent holds this session" in page
     finally:
         stop(proc)
     html = text(auditor.get(f"/p/default/s/{sid}/"))
     assert "liveness-maybe_live" in html and "process provably dead" in html
+    # The holder died: maybe live, and an admin may override (the button says so).
+    page = text(admin.get(f"/p/default/s/{sid}/"))
+    assert 'href="/p/default/s/%s/delete/"' % sid in page and "Delete (override)…" in page
+    deleter = User.objects.create_user("deleter-only", password="pw-long-enough-x")
+    deleter.user_permissions.add(*Permission.objects.filter(codename__in=["view_dashboard", "delete_sessions"]))
+    c = Client()
+    c.force_login(deleter)
+    page = text(c.get(f"/p/default/s/{sid}/"))  # may delete, may not override: the reason, no button
+    assert 'href="/p/default/s/%s/delete/"' % sid not in page and "needs the <em>override live</em>" in page
 
 
 def test_confirm_delete_trash_and_restore(home):
@@ -244,38 +256,66 @@ def test_a_maybe_live_continuation_refuses_deleting_its_parent_without_an_overri
     assert re.search(r'<ul class="detach">.*verdict-maybe_live', page, re.S)
 
 
-def test_bulk_delete_runs_as_one_job_and_skips_the_live_session(home):
+def lock(store, sid):
+    """A real Hermes process (0.19.0's SessionDB) holding ``sid``'s compression lock."""
+    return hermes_background(store, f"""
+assert db.try_acquire_compression_lock({sid!r}, f"pid={{os.getpid()}}:tid=1", ttl_seconds=3600)
+print("READY", flush=True)
+time.sleep(600)
+""")
+
+
+def test_bulk_delete_counts_only_what_goes_and_says_refused_like_the_audit(home):
     admin = user("Admin")
     sids = ids("default")
     s = registry.get("default")
     listing = text(admin.get("/sessions/?profile=default"))
     assert 'form="bulk-delete"' in listing and 'id="bulk-delete"' in listing
     chosen = [sids["hostile"], sids["long"], sids["cron"], sids["cli_main"], sids["delegate_child"]]
-    proc = hermes_background(s, f"""
-assert db.try_acquire_compression_lock({sids['long']!r}, f"pid={{os.getpid()}}:tid=1", ttl_seconds=3600)
-print("READY", flush=True)
-time.sleep(600)
-""")
+    held = lock(s, sids["long"])
     try:
         page = text(admin.post("/sessions/delete/", {"s": [f"default {sid}" for sid in chosen]}))
-        assert "goes with its parent" in page and "will be skipped" in page
-        response = admin.post("/sessions/delete/apply/", {"token": token_of(page)})
-        run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+        assert "goes with its parent" in page
+        # The live session is left out of the confirmation and of the button's count.
+        row = re.search(r'<tr data-session="%s" class="left-out">(.*?)</tr>' % sids["long"], page, re.S).group(1)
+        assert "left alone: deletion is refused while an agent holds it" in row
+        assert "Delete 3 sessions (4 with delegate children)</button>" in page
+        assert "3 will be deleted</strong> (4 sessions with their delegate children)" in page
+        assert "<strong>1 left alone</strong>" in page
+        assert {i["session_id"] for i in deletion.unsign(token_of(page), User.objects.get(username="admin").pk)} == {sids["hostile"], sids["cron"],
+                                                                              sids["cli_main"]}
+        # An agent takes one of the confirmed sessions before the job runs: refused.
+        taken = lock(s, sids["cron"])
+        try:
+            response = admin.post("/sessions/delete/apply/", {"token": token_of(page)})
+            run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+        finally:
+            stop(taken)
     finally:
-        stop(proc)
+        stop(held)
     assert run.status == "done", run.error
     statuses = {a["session_id"]: a["status"] for a in run.report["profiles"][0]["actions"]}
-    assert statuses == {sids["hostile"]: "applied", sids["long"]: "skipped", sids["cron"]: "applied",
-                        sids["cli_main"]: "applied"}
-    skipped = next(a for a in run.report["profiles"][0]["actions"] if a["status"] == "skipped")
-    assert "compression_lock" in skipped["reason"]
+    assert statuses == {sids["hostile"]: "applied", sids["cron"]: "refused", sids["cli_main"]: "applied"}
+    refused = next(a for a in run.report["profiles"][0]["actions"] if a["status"] == "refused")
+    assert "compression_lock" in refused["reason"]
+    assert run.report["summary"]["applied"] == 2 and run.report["summary"]["refused"] == 1
     left = {r[0] for r in rows(s, "SELECT id FROM sessions")}
-    assert sids["long"] in left and not left & {sids["hostile"], sids["cron"], sids["cli_main"], sids["delegate_child"]}
+    assert {sids["long"], sids["cron"]} <= left and not left & {sids["hostile"], sids["cli_main"], sids["delegate_child"]}
     events = AuditEvent.objects.filter(run=run)
-    assert sorted(events.values_list("outcome", flat=True)) == ["applied", "applied", "applied", "refused"]
+    assert sorted(events.values_list("session_ids", "outcome")) == sorted(
+        [([sids["hostile"]], "applied"), ([sids["cron"]], "refused"), ([sids["cli_main"], sids["delegate_child"]], "applied")])
     assert len({e.backup_path for e in events if e.backup_path}) == 1  # one backup of the store for the job
     page = text(admin.get(f"/runs/{run.pk}/"))
-    assert "Bulk deletion" in page and "trash entry" in page
+    assert "Bulk deletion run #" in page and "trash entry" in page
+    assert "Result: 3 sessions: 2 applied, 1 refused." in page
+    assert "No findings" not in page and "finding" not in page.split('class="run-result"')[1].split("</div>")[0]
+    cron_row = re.search(r'<tr class="outcome-refused" data-session="%s">(.*?)</tr>' % sids["cron"], page, re.S).group(1)
+    assert "<strong" in cron_row and ">refused</strong>" in cron_row
+    listing = text(admin.get("/runs/"))
+    assert re.search(r'data-run="%d" data-kind="bulk_deletion">.*?bulk deletion.*?3 sessions: 2 applied, 1 refused'
+                     % run.pk, listing, re.S)
+    audit = text(admin.get("/audit/?outcome=refused"))
+    assert sids["cron"] in audit and ">refused</strong>" in audit
 
 
 @pytest.mark.parametrize("role", ["Operator", "Auditor"])
