@@ -186,6 +186,14 @@ def outcome_words(report: dict | None) -> dict[str, str]:
     return {word: meaning for word, meaning in OUTCOME_MEANINGS.items() if word in seen}
 
 
+def took(run: HealRun) -> float | None:
+    """Seconds from the start of ``run`` to its end; None while it runs or when it
+    never started."""
+    if run.started_at is None or run.finished_at is None:
+        return None
+    return max(0.0, (run.finished_at - run.started_at).total_seconds())
+
+
 def run_result(run: HealRun) -> list[str]:
     """:func:`result` of a loaded run."""
     summary = (run.report or {}).get("summary")

@@ -22,6 +22,7 @@ OUTCOMES = {
 # The outcomes of writes that were attempted: the audit trail's values, the
 # counters of a run report's summary, in the order pages list them.
 WRITE_OUTCOMES = ("applied", "skipped", "refused", "failed")
+WRITE_OUTCOME_MEANINGS = {word: OUTCOMES[word] for word in WRITE_OUTCOMES}  # the audit trail's legend
 
 # Kinds of runs (``runs.kind``) with the name pages give them.
 RUN_KINDS = {

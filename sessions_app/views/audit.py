@@ -17,6 +17,7 @@ from ..presenters.changes import change_table
 from ..models import AuditEvent
 from ..secrets import Masker, masker_for
 from ..stores import registry
+from ..vocabulary import WRITE_OUTCOME_MEANINGS
 from .common import require_perm
 
 PAGE_SIZE = 50
@@ -92,6 +93,7 @@ def event_list(request):
     return render(request, "audit/list.html", {
         "form": form, "events": events, "next_before": events[-1].pk if more and events else None,
         "query": params.urlencode(), "actions": AuditEvent.objects.order_by().values_list("action", flat=True).distinct(),
+        "outcome_words": WRITE_OUTCOME_MEANINGS,
     })
 
 
@@ -104,6 +106,7 @@ def event_detail(request, pk):
     event.reason = masker(event.reason)
     return render(request, "audit/detail.html", {
         "event": event, "plan": plan if isinstance(plan, dict) else {}, "changes": change_table(changes),
+        "meaning": WRITE_OUTCOME_MEANINGS.get(event.outcome, ""),
         "plan_json": json.dumps(plan, indent=2, ensure_ascii=False),
         "changes_json": json.dumps(changes, indent=2, ensure_ascii=False),
     })

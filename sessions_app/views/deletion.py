@@ -246,7 +246,10 @@ def trash_entry(request, entry_id):
     hermes_prune, again = (None, [])
     if store is not None and entry.state in ("deleted", "pending"):
         hermes_prune, again = autoprune.would_prune_entry(entry, store)
+    counts = entry.manifest.get("counts") or {}
     return render(request, "sessions/trash_entry.html", {"entry": entry, "store": store,
+                                                         "rows_total": sum(n for n in counts.values()
+                                                                           if isinstance(n, int)),
                                                          "retention_days": trash.retention_days(),
                                                          "hermes_prune": hermes_prune, "pruned_again": again})
 

@@ -89,7 +89,7 @@ def run_detail(request, pk):
     kind = runs.kind(run)
     context = {"run": run, "report": run.report or {}, "finished": run.status in ("done", "failed"),
                "kind": kind, "kind_label": runs.kind_label(kind), "result": runs.run_result(run),
-               "outcome_words": runs.outcome_words(run.report)}
+               "outcome_words": runs.outcome_words(run.report), "took": runs.took(run)}
     if request.htmx:
         return render(request, "sessions/run.html#run-status", context)
     return render(request, "sessions/run.html", context)
@@ -115,6 +115,7 @@ def run_list(request):
     for run in rows:
         run.kind = runs.kind_of(run.mode, run.trigger, run.only, run.actor_label, run.first_action)
         run.kind_label = runs.kind_label(run.kind)
+        run.took = runs.took(run)
         run.result = runs.result(run.kind, run.summary, run.mode, run.status,
                                  scoped=run.first_action is not None and run.mode == "apply")
     return render(request, "sessions/runs.html", {"runs": rows, "show_light": show_light, "hidden_light": hidden})

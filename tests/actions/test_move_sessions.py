@@ -496,7 +496,7 @@ def test_a_live_registry_entry_in_the_owner_refuses_the_copy_and_the_source_stay
     before = rows(src, "SELECT * FROM messages WHERE session_id = ?", (sid,))
     code, report = heal("--profile", "edge", "--only", "owner_mismatch", "--apply", "--json")
     [refused] = moves(report, "edge")
-    assert refused["status"] == "skipped" and refused["reason"].startswith("ops: ")
+    assert refused["status"] == "refused" and refused["reason"].startswith("ops: ")
     assert "registry" in refused["reason"] and sid in refused["reason"]
     assert exists(src, sid) and not exists(dst, sid)
     assert rows(src, "SELECT * FROM messages WHERE session_id = ?", (sid,)) == before

@@ -7,6 +7,7 @@ import re
 import pytest
 from django.core.management import call_command
 
+from sessions_app import audit as audit_mod
 from sessions_app import runs, trash
 from sessions_app.models import AuditEvent, HealRun
 from sessions_app.stores import registry
@@ -46,8 +47,8 @@ def test_a_single_repair_reports_its_repair_not_the_profile_health(home):
     assert repair.status == "done", repair.error
     listing = text(admin.get("/runs/"))
     row = listed(listing, repair)
-    assert ">repair<" in row and "1 repair: 1 applied; the repaired finding is gone" in row
-    assert "critical" not in row and "warning" not in row and "0 " not in row  # no zero total of a whole profile
+    result = re.search(r'<td class="run-result">(.*?)</td>', row, re.S).group(1)
+    assert ">repair<" in row and result == "1 repair: 1 applied; the repaired finding is gone"
     page = text(admin.get(f"/runs/{repair.pk}/"))
     assert "Repair run #" in page and "Result: 1 repair: 1 applied; the repaired finding is gone." in page
     assert "re-checked only the repaired finding" in page
@@ -89,7 +90,11 @@ def test_a_refused_repair_says_refused_on_the_run_page_and_in_the_audit(home):
     assert ">refused</strong>" in page and ">skipped<" not in page
     assert "<dt>refused</dt><dd>" + OUTCOMES["refused"] in page  # the legend says what the word means
     audit = text(admin.get("/audit/?outcome=refused"))
-    assert "counter" in audit or "recount_session" in audit
+    assert "recount_session" in audit and "<dt>refused</dt><dd>" + OUTCOMES["refused"] in audit
+    event = AuditEvent.objects.get(run=run)
+    assert OUTCOMES["refused"] in text(admin.get(f"/audit/{event.pk}/"))
+    with pytest.raises(ValueError, match="unknown audit outcome 'blocked'"):
+        audit_mod.record(actor_label="t", action="x", profile="default", store_path="", outcome="blocked")
 
 
 def test_a_deleted_session_page_says_when_by_whom_and_links_its_trash_entry(home):
@@ -103,7 +108,7 @@ def test_a_deleted_session_page_says_when_by_whom_and_links_its_trash_entry(home
         assert response.status_code == 404
         box = re.search(r'<section class="deleted-session notice" id="deleted-session" data-how="deleted">(.*?)</section>',
                         page, re.S).group(1)
-        assert "It was <strong>deleted</strong> on " in box and " UTC by admin" in box
+        assert "It was <strong>deleted</strong> on <time " in box and " UTC</time>" in box and "by admin" in box
         assert f'href="/trash/{entry_id}/"' in box
     assert "where <em>Restore</em> puts it back" in text(admin.get(f"/p/default/s/{sid}/"))
     assert "Restore" not in text(auditor.get(f"/p/default/s/{sid}/")).split('id="deleted-session"')[1].split("</section>")[0]
