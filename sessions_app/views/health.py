@@ -18,6 +18,7 @@ from ..actions.registry import ACTIONS
 from ..health import latest
 from ..models import HealRun
 from ..presenters import NotFound
+from ..presenters.changes import change_table
 from ..presenters.health import health_page, planned_repairs
 from ..presenters.health import repair_preview as preview_for
 from ..presenters.repair_all import REPAIR_ALL_MAX, repair_all_preview
@@ -29,6 +30,7 @@ PLANS_SALT = "repair-all-plans"
 REPAIR_REFUSED = "repair_apply"  # audit action of a refused plan token
 REPAIR_ALL_REFUSED = "repair_all_apply"
 PLAN_MAX_AGE = 3600  # seconds a previewed plan stays valid
+RUN_CHANGES = 50  # changes of one action listed on a run page (the rest are counted)
 
 
 def _start(request, **fields) -> HealRun:
@@ -86,6 +88,10 @@ def heal_profile(request, store):
 def run_detail(request, pk):
     """A run's progress (polled by htmx while it runs) and its report."""
     run = jobs.mark_if_dead(get_object_or_404(HealRun, pk=pk))
+    for prof in (run.report or {}).get("profiles", []):  # shown, never saved
+        for action in prof.get("actions", []):
+            if action.get("changes"):
+                action["change_table"] = change_table(action["changes"], limit=RUN_CHANGES)
     kind = runs.kind(run)
     context = {"run": run, "report": run.report or {}, "finished": run.status in ("done", "failed"),
                "kind": kind, "kind_label": runs.kind_label(kind), "result": runs.run_result(run),

@@ -54,6 +54,7 @@ def test_a_single_repair_reports_its_repair_not_the_profile_health(home):
     assert "re-checked only the repaired finding" in page
     assert re.search(r'<table class="grid small run-actions">.*<code>recreate_session_row</code>.*>applied</strong>',
                      page, re.S)
+    assert re.search(r'<table class="grid small plan changes">.*<tr data-op="insert">', page, re.S)  # what it wrote
     # The profile still has its warning: the fresh check after the repair says so.
     health = text(admin.get("/p/default/health/"))
     assert "counter_drift" in health
