@@ -52,7 +52,7 @@ def test_a_single_repair_reports_its_repair_not_the_profile_health(home):
     page = text(admin.get(f"/runs/{repair.pk}/"))
     assert "Repair run #" in page and "Result: 1 repair: 1 applied; the repaired finding is gone." in page
     assert "re-checked only the repaired finding" in page
-    assert re.search(r'<table class="grid small run-actions">.*<code>recreate_session_row</code>.*>applied</strong>',
+    assert re.search(r'<table class="grid small stack run-actions">.*<code>recreate_session_row</code>.*>applied</strong>',
                      page, re.S)
     assert re.search(r'<table class="grid small plan changes">.*<tr data-op="insert">', page, re.S)  # what it wrote
     # The profile still has its warning: the fresh check after the repair says so.
@@ -65,7 +65,7 @@ def test_a_single_repair_reports_its_repair_not_the_profile_health(home):
     assert 'data-kind="heal"' in row and ">heal<" in row and "applied" in row and ">apply<" not in row
     page = text(admin.get(f"/runs/{heal.pk}/"))
     assert "Heal run #" in page and re.search(r"Result: \d+ repairs?: \d+ applied", page)
-    assert 'class="grid small findings"' in page or "no findings remain" in page
+    assert 'class="grid small stack findings"' in page or "no findings remain" in page
     assert AuditEvent.objects.filter(run=repair).get().outcome == "applied"
 
 
