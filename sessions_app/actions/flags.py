@@ -112,20 +112,26 @@ class FlagState:
     bot_chat: bool = False
 
 
-def flags_box(store: Store, session_id: str, session) -> dict:
+def flags_box(store: Store, session_id: str, session, conn: sqlite3.Connection | None = None) -> dict:
     """What the session page's flags box shows, computed before rendering:
-    ``{"state": FlagState | None, "error": str}``."""
+    ``{"state": FlagState | None, "error": str}`` (``conn``: see :func:`flag_state`)."""
     if not session:
         return {"state": None, "error": ""}
     try:
-        return {"state": flag_state(store, session_id), "error": ""}
+        return {"state": flag_state(store, session_id, conn), "error": ""}
     except sqlite3.Error as exc:
         return {"state": None, "error": f"flags could not be read: {exc}"}
 
 
-def flag_state(store: Store, session_id: str) -> FlagState | None:
-    """The flags of ``session_id`` (read-only), or None when it has no row."""
-    with store.read() as conn:
+def flag_state(store: Store, session_id: str, conn: sqlite3.Connection | None = None) -> FlagState | None:
+    """The flags of ``session_id`` (read-only), or None when it has no row. ``conn``:
+    a read-only connection to ``store`` already open (the session page's), read
+    with strict UTF-8 as a connection of this function's own would be."""
+    if conn is None:
+        with store.read() as own:
+            return flag_state(store, session_id, own)
+    lenient, conn.text_factory = conn.text_factory, str
+    try:
         caps = store.capabilities(conn)
         cols = [c for c in FLAGS + ("title",) if caps.has("sessions", c)]
         row = conn.execute(f"SELECT {', '.join(['id'] + cols)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -133,6 +139,8 @@ def flag_state(store: Store, session_id: str) -> FlagState | None:
             return None
         values = dict(zip(cols, row[1:]))
         lineage = lineage_ids(conn, session_id)
+    finally:
+        conn.text_factory = lenient
     title = values.pop("title", None)
     missing = {k: v for k, v in support(caps).items() if v}
     return FlagState(values, missing, lineage, title, bool(values.get("hidden")) and title == BOT_CHAT_TITLE)

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 from ..actions.deletion import judge
 from ..actions.registry import rank, repair_first
+from ..actions.flags import flags_box
 from ..actions.transcripts import jsonl_path
 from ..checks import Finding, run_store_checks
 from ..checks.ownership import collision_profiles
@@ -105,6 +106,7 @@ class SessionPage:
     jsonl_name: str
     other_copies: list[str]
     live_check_rows: int
+    flags: dict = field(default_factory=dict)
     notice: str = ""
 
 
@@ -140,6 +142,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         counted = page.total + page.total_capped if page is not None else transcript.count()
         usage = usage_rows(conn, caps, session_id)
         box = _liveness(store, conn, caps, session_id) if session else LivenessBox()
+        flags = flags_box(store, session_id, session, conn)  # on this connection, not one of its own
     health = latest([store.key])[store.key]
     stored = counted > LIVE_CHECK_ROWS and not recheck
     if stored:
@@ -168,7 +171,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         markers=message_markers(findings),
         findings_stored=stored, findings_run=health.run if stored else None, liveness=box,
         jsonl_name=_jsonl_name(store, session_id), other_copies=other_copies(store, session_id, health),
-        live_check_rows=LIVE_CHECK_ROWS, notice=notice,
+        live_check_rows=LIVE_CHECK_ROWS, flags=flags, notice=notice,
     )
 
 

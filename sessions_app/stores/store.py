@@ -33,6 +33,8 @@ log = logging.getLogger("sessions_app.stores")
 _logged: dict[str, tuple[str, str]] = {}
 _logged_lock = threading.Lock()
 _caps_cache: dict[str, tuple[tuple, Capabilities]] = {}
+# Stores found browsable, by path: the file state they were found in (Store.readiness).
+_browsable: dict[str, tuple] = {}
 # Store path -> (file signature, headline counts of an ``ok`` probe): the overview
 # counted every store's messages on each view (~26 ms for the 1 M-message store,
 # docs/benchmarks.md); the counts only change when the store is written.
@@ -255,17 +257,44 @@ class Store:
             return StoreStatus("unreadable", "permission denied: the dashboard's user cannot read state.db", file_size=size)
         return None
 
-    def readiness(self) -> StoreStatus | None:
+    def readiness(self, remembered: bool = False) -> StoreStatus | None:
         """Why this store cannot be browsed right now, or None when it can.
 
         Cheaper than :meth:`probe` (no counts): file checks, then the schema
         (cached) for the columns browsing needs. Never raises for store problems.
+        ``remembered`` (a page about to read the store itself): a store found
+        browsable in the same :meth:`file_state` is not opened again; a problem
+        is never remembered, and the page's own reads still meet any that
+        arises without a change to the files (a lock), through the same checks.
         """
+        state = self.file_state() if remembered else None
+        if remembered and _browsable.get(str(self.path)) == state:
+            return None
         try:
             with self.browse():
-                return None
+                pass
         except Unavailable as exc:
+            _browsable.pop(str(self.path), None)
             return exc.status
+        if remembered:
+            _browsable[str(self.path)] = state
+        return None
+
+    def file_state(self) -> tuple:
+        """What changes when the store's files are written, replaced, emptied,
+        re-linked or re-permissioned: the ``lstat`` and ``stat`` of ``state.db``
+        (inode, device, size, mtime and ctime in ns, mode) and of its ``-wal`` (inode,
+        device, size, mtime: SQLite touches its ctime whenever a connection
+        closes), ``()`` for an absent one (``os.stat`` only, rule 5)."""
+        parts = []
+        for path, follow in ((self.path, False), (self.path, True), (Path(f"{self.path}-wal"), True)):
+            try:
+                st = os.stat(path, follow_symlinks=follow)
+                part = (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+                parts.append(part if path != self.path else (*part, st.st_ctime_ns, st.st_mode))
+            except OSError:
+                parts.append(())
+        return (self.glancing, str(self.profile.root), *parts)
 
     @contextmanager
     def browse(self):

@@ -39,7 +39,8 @@ def store_view(view):
         store = registry.get(profile)
         if store is None:
             raise Http404("No such profile")
-        status = store.readiness()
+        # Opened once per page (its own reads), not twice, while its files are unchanged.
+        status = store.readiness(remembered=True)
         if status is not None:
             return render_store_error(request, store, status)
         try:

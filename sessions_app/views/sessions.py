@@ -15,7 +15,6 @@ from django.views.decorators.http import require_GET
 
 from ..checks.registry import choices as check_choices
 from ..forms import SessionFilterForm
-from ..actions.flags import flags_box
 from ..presenters import NotFound
 from ..presenters.session_list import list_choices, list_page
 from ..presenters.session_page import raw_message, session_page
@@ -175,7 +174,6 @@ def session_detail(request, store, session_id):
         "store": store,
         "session_id": session_id,
         "copies": shown.other_copies,
-        "flags": flags_box(store, session_id, shown.session),
         "nav_query": _query_without(request, "after", "before", "at", "recheck"),
         "size": size if size in TRANSCRIPT_SIZES else 100,
         "sizes": TRANSCRIPT_SIZES,

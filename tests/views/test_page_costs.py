@@ -124,3 +124,44 @@ def test_routes_added_by_a_write_show_on_the_session_page(admin_client, hermes_h
                    ("agent:main:telegram:dm:42", '{"session_id": "%s"}' % SID))
     html = without_bidi_markup(admin_client.get(f"/p/default/s/{SID}/").content.decode())
     assert "routed by gateway key agent:main:telegram:dm:42" in html
+
+
+@pytest.fixture
+def opened(monkeypatch):
+    """Paths of the store connections opened during the test."""
+    import sqlite3
+
+    seen = []
+    real = sqlite3.connect
+
+    def connect(database, *args, **kwargs):
+        seen.append(str(database))
+        return real(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    return seen
+
+
+def test_a_store_page_opens_its_store_once_while_its_files_are_unchanged(admin_client, hermes_home, opened):
+    """Readiness found in the same file state is not looked at again (the flags box
+    reads on the page's own connection too); a store emptied, replaced or made
+    unreadable since gets its error page, not a traceback."""
+    stored_pass([])
+    for _ in range(2):  # the first read-only open of a WAL store creates its -wal: a new file state
+        assert admin_client.get("/p/default/search/?q=alert").status_code == 200
+    opened.clear()
+    assert admin_client.get("/p/default/search/?q=alert").status_code == 200
+    assert len(opened) == 1, opened
+    store = registry.get("default")
+    store.path.write_bytes(b"")  # emptied (as a failed copy leaves it)
+    response = admin_client.get(f"/p/default/s/{SID}/")
+    assert response.status_code == 503 and "state.db is empty" in response.content.decode()
+
+
+def test_the_flags_box_reads_titles_strictly_on_the_pages_connection(admin_client, hermes_home):
+    """The session page reads leniently (invalid UTF-8 shown as U+FFFD); its flags
+    box, which can write the title back, still refuses a title that is not UTF-8."""
+    with damage(registry.get("default")) as db:
+        db.execute("UPDATE sessions SET title = CAST(X'41FF42' AS TEXT) WHERE id = ?", (SID,))
+    html = without_bidi_markup(admin_client.get(f"/p/default/s/{SID}/").content.decode())
+    assert "A\ufffdB" in html and "flags could not be read" in html
