@@ -167,3 +167,24 @@ def test_a_store_skipped_as_corrupt_is_not_counted(admin_client, hermes_home):
     alone = get(admin_client, "/sessions/?profile=bad")
     assert count_line(alone) == "No sessions counted: 1 profile could not be read."
     assert count_line(get(admin_client, "/sessions/?profile=ops")) == f"1–{ops} of {ops} sessions"
+
+
+def test_the_empty_row_spans_every_column_with_the_select_column(hermes_home, django_user_model):
+    """The select column is there for a user who may change flags but not delete:
+    "No sessions match." still spans the whole table."""
+    import re
+
+    from django.contrib.auth.models import Group, Permission
+    from django.test import Client
+
+    user = django_user_model.objects.create_user("flagger", password="pw-flagger-long-enough")
+    user.groups.add(Group.objects.get(name="Auditor"))
+    user.user_permissions.add(Permission.objects.get(codename="change_flags"))
+    assert not user.has_perm("sessions_app.delete_sessions") and user.has_perm("sessions_app.change_flags")
+    client = Client()
+    client.force_login(user)
+    html = get(client, "/sessions/?q=no-such-session-anywhere")
+    head = re.search(r"<thead>(.*?)</thead>", html, re.S).group(1)
+    assert 'class="select"' in head
+    [span] = re.findall(r'<td colspan="(\d+)" class="muted">No sessions match.</td>', html)
+    assert int(span) == head.count("<th")
