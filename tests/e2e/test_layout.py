@@ -110,24 +110,18 @@ def check(page, name: str, folder: Path | None, problems: list) -> None:
             problems.append(f"{name}: badges over two lines at {WIDE} px: {found['broken'][:3]}")
 
 
-def test_every_page_fits_390_px_and_no_badge_breaks_at_1400(demo_checked, page, live_server, browser,
-                                                              django_user_model, tmp_path):
+def test_every_page_fits_390_px_and_no_badge_breaks_at_1400(demo_checked, admin_page, live_server, browser,
+                                                              tmp_path):
     folder = shots() or tmp_path
     folder.mkdir(parents=True, exist_ok=True)
     problems: list[str] = []
 
-    login = browser.new_page()
+    login = browser.new_page()  # a context of its own: not logged in
     login.goto(f"{live_server.url}/login/")
     check(login, "login", folder, problems)
     login.close()
 
-    django_user_model.objects.create_superuser("alice", "", "correct horse battery")
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "correct horse battery")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-
+    page = admin_page
     for name, path in page_urls(page, live_server.url).items():
         page.set_viewport_size({"width": WIDE, "height": 900})
         response = page.goto(f"{live_server.url}{path}")

@@ -2,27 +2,16 @@
 change, times as relative words with the exact UTC time on hover, no Python reprs."""
 
 import re
-import sqlite3
 
 import pytest
 
-from tests.actions.conftest import age_store
 from tests.conftest import IDS
 
 pytestmark = pytest.mark.e2e
 REPR = re.compile(r"\{'|': |\[\{|\bNone\b|\bTrue\b|\bFalse\b|\d{10}\.\d")
 
 
-def test_a_repair_preview_reads_as_a_table(logged_in, live_server, hermes_home, settings, tmp_path):
-    settings.DATA_DIR = tmp_path / "data"
-    settings.DATA_DIR.mkdir()
-    age_store(hermes_home / "state.db", 40 * 86400)
-    conn = sqlite3.connect(hermes_home / "state.db")
-    conn.execute("PRAGMA foreign_keys=OFF")
-    conn.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
-    conn.commit()
-    conn.close()
-
+def test_a_repair_preview_reads_as_a_table(logged_in, live_server, orphaned_long, tmp_path):
     page = logged_in
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{live_server.url}/p/default/s/{IDS['long']}/repair/?check=orphan_messages")

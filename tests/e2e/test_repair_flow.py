@@ -1,27 +1,16 @@
 """An admin in real Chromium: a damaged store's finding, repair preview, apply, the run
 page updating itself (htmx polling) to the result with its backup path."""
 
-import sqlite3
 
 import pytest
 
-from tests.actions.conftest import age_store
 from tests.conftest import IDS
 
 pytestmark = pytest.mark.e2e
 
 
-def test_preview_apply_and_watch_the_run(logged_in, live_server, hermes_home, settings, tmp_path):
+def test_preview_apply_and_watch_the_run(logged_in, live_server, orphaned_long, settings, tmp_path):
     settings.HERMES_ADMIN_JOB_RUNNER = "thread"
-    settings.DATA_DIR = tmp_path / "data"
-    settings.DATA_DIR.mkdir()
-    age_store(hermes_home / "state.db", 40 * 86400)
-    conn = sqlite3.connect(hermes_home / "state.db")
-    conn.execute("PRAGMA foreign_keys=OFF")
-    conn.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
-    conn.commit()
-    conn.close()
-
     page = logged_in
     page.goto(f"{live_server.url}/p/default/s/{IDS['long']}/")
     assert page.locator("#findings").inner_text().count("orphan_messages") == 1
