@@ -322,7 +322,7 @@ HERMES_BACKUP_KEEP = int(env_float("HERMES_ADMIN_BACKUP_KEEP", 3))
 # (issue 4). Off by default: the file then stays where Hermes left it, untouched.
 HERMES_ARCHIVE_IMPORTED_JSONL = env_bool("HERMES_ADMIN_ARCHIVE_IMPORTED_JSONL")
 # Size limits on what is read from files beside the stores and decoded from them
-# (issue 13; docs/store.md, Files beside the store). A sessions/<id>.jsonl line
+# (issue 13; docs/store.md §12.2). A sessions/<id>.jsonl line
 # longer than HERMES_JSONL_MAX_LINE_BYTES is reported by number and never imported
 # (nor read into memory); a file past HERMES_JSONL_MAX_FILE_BYTES is reported and
 # not imported. JSON values (tool_calls, structured content, model_config,

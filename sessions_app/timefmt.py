@@ -3,8 +3,8 @@ UTC time beside it, and spans of seconds as "1 h 58 min".
 
 Pure formatting (no store access), shared by the template filters
 (``templatetags/hermes.py``) and by the few presenters and evidence lines that build
-sentences in Python. The stores keep times as epoch seconds (docs/store.md,
-"Timestamps"); every page shows them in UTC.
+sentences in Python. The stores keep times as epoch seconds (docs/store.md
+§4.1, §4.2); every page shows them in UTC.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ connection (ground rule 1); each statement is its own short read transaction.
 The store under check waits the full read timeout for a lock; the other profiles'
 stores that cross-store checks read are only glanced at first, and a locked one is
 left out with a note: in a pass over every profile a locked store is waited for
-once, by its own pass, which reports it ``store_busy`` (docs/store.md, Busy stores).
+once, by its own pass, which reports it ``store_busy`` (docs/store.md §5.2, locked stores).
 """
 
 from __future__ import annotations

@@ -46,7 +46,9 @@ def search_page(request):
     return render(request, "fleet/search.html", context)
 
 
-def client_on():
+def client_on() -> None:
+    """Raise ``Http404`` unless fleet mode is on (``CELERY_BROKER_URL`` set): a fleet
+    page of a dashboard that has no fleet does not exist, rather than erroring."""
     if not client.enabled():
         raise Http404("Fleet mode is off (no CELERY_BROKER_URL)")
 

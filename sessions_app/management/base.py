@@ -150,8 +150,8 @@ class StoreCommand(BaseCommand):
         # on and the command exits 2 at the end (``skipped_roots``).
         self.skipped_roots = [f"{path}: {reason}" for path, reason in found.bad_roots]
         # A profile whose store or files lead out of its root is never processed;
-        # the run says so and exits 2, so cron notices (docs/store.md, Files beside
-        # the store).
+        # the run says so and exits 2, so cron notices (docs/store.md §1.2, §5.2:
+        # symlinks).
         self.skipped_roots += [f"{path}: {reason}" for path, reason in found.outside.values()]
         everything = registry.stores()
         if not everything and self.skipped_roots:

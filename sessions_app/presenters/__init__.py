@@ -1,4 +1,4 @@
-"""Presenters: what a page shows, computed before it renders (docs/architecture.md, Pages).
+"""Presenters: what a page shows, computed before it renders (docs/architecture.md §7, Faces).
 
 A view parses its request and calls one presenter, which reads the stores (through
 ``stores`` / ``checks``), masks the texts it returns once for the user who looks

@@ -1,7 +1,7 @@
 """Human labels for store columns, and store values as typed display cells.
 
 Pages show a column's label where one is known and its raw name otherwise: stores of
-newer schemas add columns (docs/store.md, "Schema versions"), and those still show,
+newer schemas add columns (docs/store.md §3.1, §3.3), and those still show,
 under the name the store gives them. Values become a :class:`Cell` whose ``kind``
 tells the template how to format it (a time through the ``reltime`` filter, a
 flag as yes/no, a row as a field list), so no page ever prints a Python repr.
@@ -64,7 +64,7 @@ def label(column: str) -> str:
 
 
 def is_time_column(column: str | None) -> bool:
-    """Columns the stores fill with epoch seconds (docs/store.md, "Timestamps")."""
+    """Columns the stores fill with epoch seconds (docs/store.md §4.1, §4.2)."""
     return bool(column) and (column == "timestamp" or column.endswith(_TIME_SUFFIXES))
 
 

@@ -4,7 +4,7 @@ A store another process holds locked (a rollback-journal store in ``BEGIN
 EXCLUSIVE``, a WAL store in ``locking_mode=EXCLUSIVE``) answers every read with
 ``SQLITE_BUSY`` after the connection's busy timeout. Paid per locked store on every
 page, the full read timeout (``HERMES_READ_TIMEOUT``) made the overview and the
-lists wait it once per locked store and view. So (docs/store.md, Busy stores):
+lists wait it once per locked store and view. So (docs/store.md §5.2, locked stores):
 
 - a store's *own* pages and its own check pass wait the full read timeout;
 - every other look at it (the overview, lists across profiles, another profile's

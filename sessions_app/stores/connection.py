@@ -10,7 +10,7 @@ Ground rules 1, 5 and 7 (docs/architecture.md §2) live here:
 
 Every lock error a store connection meets (plain or Django) is reported to
 :mod:`.busy` with the busy timeout it waited, and a plain read that ends without
-one clears the store's "found locked" memory (docs/store.md, Busy stores).
+one clears the store's "found locked" memory (docs/store.md §5.2, locked stores).
 
 Note (observed with SQLite 3.40 on this machine): a ``mode=ro`` connection to a WAL
 store whose ``-wal``/``-shm`` do not exist creates them (SQLite needs the shared

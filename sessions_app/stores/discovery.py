@@ -13,7 +13,7 @@ Nothing here opens a store: discovery only lists directories and stats files.
 Profile keys (what URLs carry) are looked up in the discovered set, never joined
 onto a path, so a crafted key cannot reach outside a root.
 
-Confinement (docs/store.md, Files beside the store): every path of a profile that
+Confinement (docs/store.md §1.2, §5.2: symlinks): every path of a profile that
 the dashboard opens, lists or writes (the store and its sidecars, Hermes' copies
 beside it, ``sessions/`` and each entry in it, ``runtime/active_sessions.json``,
 ``state-snapshots/``) must resolve (``os.path.realpath``, symlinks followed) inside

@@ -15,7 +15,7 @@ Both are generators: memory stays bounded by one chunk of rows, whatever the
 session's size. Each opens its own read-only connection (the response outlives the
 request's Django connections) and closes it even when the client disconnects.
 
-Both are complete whatever the rows hold (docs/store.md, Values in the store):
+Both are complete whatever the rows hold (docs/store.md §5.2, values):
 text that is not valid UTF-8 is exported with U+FFFD replacement characters, and
 Markdown shows control characters (NUL included) as U+FFFD too (JSON Lines keeps
 them, escaped by JSON); each session's header says how many messages were

@@ -8,7 +8,7 @@ recursive reader after it: rendering, masking, ``json.dumps``) hits Python's
 recursion limit; hermes-agent 0.19.0's ``append_message`` stores tool calls nested
 990 levels as they come. :func:`decode` therefore never raises for the data: it
 returns the value, or an :class:`Undecodable` marker saying why, which pages show in
-place and exports keep as the stored text (docs/store.md, Values in the store).
+place and exports keep as the stored text (docs/store.md §5.2, values).
 
 Limits (``settings``, documented in the README's configuration table):
 ``HERMES_JSON_MAX_BYTES`` (default 32 MiB, measured in characters for text, bytes

@@ -210,7 +210,7 @@ def open_transcript(path: Path, store_path):
     of the store's files (``store_path``: its ``state.db``);
     raises OSError (``UnsafeFile`` for a refused file). Checked with ``lstat`` and
     ``realpath`` before any descriptor exists (a ``sessions/`` folder that is a
-    symlink out of the root is refused: docs/store.md, Files beside the store),
+    symlink out of the root is refused: docs/store.md §1.2, §5.2: symlinks),
     opened with ``O_NOFOLLOW``, and re-checked with ``fstat`` against a swap in
     between."""
     st = os.lstat(path)

@@ -186,7 +186,7 @@ def read_registry(store) -> tuple[list[dict], str | None]:
     """
     path = registry_path(store)
     if os.path.lexists(path) and not within(path, store.profile.root):
-        # A link out of the root (docs/store.md, Files beside the store): never read.
+        # A link out of the root (docs/store.md §1.2, §5.2: symlinks): never read.
         return [], f"it resolves to {os.path.realpath(path)}, outside the root {store.profile.root}; not read"
     try:
         data = read_json_file(path, max_bytes=REGISTRY_MAX_BYTES)

@@ -49,7 +49,7 @@ def glances(own: Store | None = None) -> list[Store]:
     :meth:`Store.glance` (short busy timeout, a store found locked moments ago shown
     busy without a new try), except ``own``, the page's own store (same key), which
     waits its full read timeout. A locked store thus costs its own pages only
-    (docs/store.md, Busy stores)."""
+    (docs/store.md §5.2, locked stores)."""
     return [s if own is not None and s.key == own.key else s.glance() for s in stores()]
 
 

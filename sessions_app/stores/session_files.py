@@ -30,7 +30,7 @@ A name could be read two ways: ``session_abc.json`` is the snapshot of ``abc`` o
 the ``<id>.json`` of a session called ``session_abc``. A known id wins; otherwise
 it is a snapshot (what 0.19.0 writes).
 
-The store-file guard (ground rule 5, docs/store.md "Files beside the store"): a
+The store-file guard (ground rule 5, docs/store.md §1.2): a
 path is never listed when it is not a regular file (symlinks are not followed),
 when its name is a store's or a sidecar's (``state.db*``, ``*-wal``, ``*-shm``,
 ``*-journal``), or when it is one of the known stores' ``state.db``/``-wal``/

@@ -8,7 +8,7 @@ and status change, not once per request.
 A :class:`Store` waits the full read timeout for a lock; its :meth:`Store.glance`
 is the same store as the overview, the lists and other profiles' pages read it:
 a short busy timeout, and no try at all while it was found locked moments ago
-(:mod:`.busy`; docs/store.md, Busy stores).
+(:mod:`.busy`; docs/store.md §5.2, locked stores).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class StoreStatus:
 
 def orphaned_sidecars_reason(path: Path, suffixes: list[str]) -> str:
     """The explanation for ``-wal``/``-shm`` files whose ``state.db`` is gone
-    (docs/store.md, Files beside the store): a ``-wal`` may hold the newest
+    (docs/store.md §1.2, §5.2): a ``-wal`` may hold the newest
     committed rows, so nothing is created there; sizes from ``os.stat``."""
     parts = []
     for suffix in suffixes:
@@ -169,7 +169,7 @@ class Store:
 
     def outside_reason(self) -> str | None:
         """Why ``state.db`` or a sidecar now resolves outside the profile's root, or
-        None (``lstat``/``readlink`` only; docs/store.md, Files beside the store)."""
+        None (``lstat``/``readlink`` only; docs/store.md §1.2, §5.2: symlinks)."""
         return store_outside_reason(self.path, self.profile.root)
 
     def read(self, budget: float | None = None, lenient: bool = False):

@@ -282,8 +282,8 @@ class Transcript:
         cols = [c if c in self.present else f"NULL AS {c}" for c in MESSAGE_COLUMNS]
         if limit_text and "tool_calls" in self.present:
             # A tool_calls value past the JSON size limit stays in SQLite: NULL and
-            # its length (bytes) instead, shown as undecodable (docs/store.md,
-            # Values in the store).
+            # its length (bytes) instead, shown as undecodable (docs/store.md
+            # §5.2, values).
             limit = limits()[0]
             cols[MESSAGE_COLUMNS.index("tool_calls")] = (
                 f"CASE WHEN length(CAST(tool_calls AS BLOB)) > {limit} THEN NULL ELSE tool_calls END AS tool_calls")

@@ -1,4 +1,4 @@
-"""A locked store costs its own pages only (docs/store.md, Busy stores).
+"""A locked store costs its own pages only (docs/store.md §5.2, locked stores).
 
 Two stores are held locked by real processes until killed (``lock_holders``): ``archive``
 switched to a rollback journal and held in ``BEGIN EXCLUSIVE``, ``ops`` (WAL) by a holder
