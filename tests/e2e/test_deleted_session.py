@@ -47,6 +47,10 @@ def test_a_deleted_session_page_links_its_trash_entry(logged_in, live_server, he
     assert re.search(r"It was deleted on \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(.*\) by alice", said), said
     assert "trash entry" in said
     page.screenshot(path=str(tmp_path / "deleted-session.png"), full_page=True)
+    page.set_viewport_size({"width": 390, "height": 800})  # a phone: nothing wider than the screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.screenshot(path=str(tmp_path / "deleted-session-390.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
     assert page.locator("table.grid tbody tr td strong").first.inner_text() == "applied"  # its audit event
     page.click("#deleted-session a.trash-link")
     page.wait_for_url("**/trash/*/")
