@@ -23,7 +23,7 @@ register = template.Library()
 @register.filter
 def epoch(value):
     """Epoch seconds (float) as ``YYYY-MM-DD HH:MM:SS`` UTC; other values as they are."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not timefmt.is_number(value):  # text, a bool, ±Inf: shown as they are
         return "—" if value is None else value
     try:
         return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
