@@ -10,10 +10,13 @@ version 1::
                    "spared": [{"session_ids", "reason", "detail"}],
                    "batches": [{"status", "reason", "units", "audit_event"}]}],
      "summary": {"profiles", "units", "sessions", "messages", "content_bytes", "files",
-                 "applied", "skipped", "failed", "spared", "spared_pinned", "spared_live", "remaining"}}
+                 "applied", "skipped", "refused", "failed", "spared", "spared_pinned", "spared_live",
+                 "remaining"}}
 
-A unit's ``status``: ``planned`` (check mode), ``applied``, ``skipped`` (spared when
-its batch ran: live, changed, busy store), ``failed``. ``remaining``: units not
+A unit's ``status`` (``vocabulary.OUTCOMES``): ``planned`` (check mode), ``applied``,
+``refused`` (spared when its batch ran because an agent may hold it: live, maybe live,
+routed by a live gateway), ``skipped`` (spared when its batch ran for another reason:
+changed, pinned meanwhile, busy store), ``failed``. ``remaining``: units not
 pruned plus sessions spared for a passing reason (an agent holds them, recent
 activity, changed meanwhile): what a later run may still prune. ``spared_live``
 also counts sessions a gateway routes a chat to (``routed``), which stay as long as
@@ -34,6 +37,7 @@ from .deletion.resume import finish_unfinished
 from .guarded import GuardedWriter
 from .prune import BATCH_ROWS, BATCH_UNITS, TRANSIENT, PruneWrite, Unit, batches, plan_units
 
+HELD = ("live", "maybe_live", "routed")  # spared at apply because an agent may hold it: refused
 REPORT_UNITS = 2000  # units listed per profile in a report (counts stay exact)
 
 
@@ -98,7 +102,9 @@ def prune_store(store: Store, criteria: Criteria, *, apply: bool, writer: Guarde
                     row.update(status="failed", reason=outcome.reason)
                 else:
                     mine = [s for s in report.get("spared", []) if unit.root in s["session_ids"]]
-                    row.update(status="skipped", reason=mine[0]["detail"] if mine else outcome.reason)
+                    held = mine[0]["reason"] in HELD if mine else outcome.status == "refused"
+                    row.update(status="refused" if held else "skipped",
+                               reason=mine[0]["detail"] if mine else outcome.reason)
                     if mine:
                         entry["spared"].append(dict(mine[0], at_apply=True))
             backup = writer.backups.get(str(store.path))
@@ -116,7 +122,7 @@ def prune_store(store: Store, criteria: Criteria, *, apply: bool, writer: Guarde
 def summarize(profiles: list[dict]) -> dict:
     """The report's ``summary`` (module docstring)."""
     s = {"profiles": len(profiles), "units": 0, "sessions": 0, "messages": 0, "content_bytes": 0, "files": 0,
-         "applied": 0, "skipped": 0, "failed": 0, "spared": 0, "spared_pinned": 0, "spared_live": 0,
+         "applied": 0, "skipped": 0, "refused": 0, "failed": 0, "spared": 0, "spared_pinned": 0, "spared_live": 0,
          "remaining": 0, "critical": 0, "warning": 0, "info": 0}
     for prof in profiles:
         for unit in prof.get("units_all", prof["units"]):
@@ -125,7 +131,7 @@ def summarize(profiles: list[dict]) -> dict:
             s["messages"] += unit["messages"]
             s["content_bytes"] += unit["content_bytes"]
             s["files"] += unit["files"]
-            if unit["status"] in ("applied", "skipped", "failed"):
+            if unit["status"] in ("applied", "skipped", "refused", "failed"):
                 s[unit["status"]] += 1
             if unit["status"] != "applied":
                 s["remaining"] += 1

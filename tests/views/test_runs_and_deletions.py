@@ -182,3 +182,31 @@ def test_kinds_and_totals_of_every_run_kind():
     assert runs.result("prune", {"units": 0}, "prune") == ["nothing to prune"]
     assert runs.result("heal", None, "apply", status="failed") == ["no report: the run failed"]
     assert list(AuditEvent.Outcome.values) == list(WRITE_OUTCOMES)  # the audit trail's words are the runs' words
+
+
+def test_a_prune_unit_an_agent_takes_before_its_batch_is_refused_on_the_run_page(home):
+    from sessions_app.actions import prune_run
+    from sessions_app.stores.retention import Criteria
+    from .test_delete_pages import lock, stop
+    admin = user("Admin")
+    s = registry.get("default")
+    sid = ids("default")["hostile"]
+    criteria = Criteria(older_than_days=30)
+    previewed = prune_run.preview_store(s, criteria)
+    assert sid in [u.root for u in previewed[0].units]
+    held = lock(s, sid)
+    try:
+        entry = prune_run.prune_store(s, criteria, apply=True, previewed=previewed,
+                                      writer=prune_run.Pruner(actor_label="tester"))
+    finally:
+        stop(held)
+    [unit] = [u for u in entry["units"] if u["root"] == sid]
+    assert unit["status"] == "refused" and "compression" in unit["reason"]
+    summary = prune_run.summarize([entry])
+    assert summary["refused"] == 1 and summary["applied"] == summary["units"] - 1
+    run = HealRun.objects.create(mode="prune", trigger="command", actor_label="tester", status="done",
+                                 report={"version": 1, "profiles": [entry], "summary": summary})
+    page = text(admin.get(f"/runs/{run.pk}/"))
+    assert "1 refused" in page.split('class="run-result"')[1].split("</p>")[0]
+    assert re.search(r'<tr class="outcome-refused" data-root="%s">.*?<strong>refused</strong>' % sid, page, re.S)
+    assert "<dt>refused</dt>" in page

@@ -138,7 +138,7 @@ class Command(StoreCommand):
                               f"{t['messages']} message row(s), {_size(t['content_bytes'])} of content, "
                               f"{t['files']} file(s); spared {t['spared']} session(s)")
             for unit in prof["units"]:
-                if unit["status"] in ("skipped", "failed"):
+                if unit["status"] in ("skipped", "refused", "failed"):
                     self.stdout.write(f"  {unit['status']:<8} {unit['root']} — {unit['reason']}")
             shown = [item for item in prof["spared"] if not item.get("at_apply")]
             if shown:
@@ -159,5 +159,5 @@ class Command(StoreCommand):
                           f"{Criteria.from_dict(report['criteria']).describe()}; {s['units']} unit(s), "
                           f"{s['sessions']} session(s), {s['messages']} message row(s), "
                           f"{_size(s['content_bytes'])}; applied {s['applied']}, skipped {s['skipped']}, "
-                          f"failed {s['failed']}; spared {s['spared']} ({s['spared_pinned']} pinned, "
+                          f"refused {s.get('refused', 0)}, failed {s['failed']}; spared {s['spared']} ({s['spared_pinned']} pinned, "
                           f"{s['spared_live']} live or changed)")
