@@ -1,4 +1,4 @@
-"""The Celery app of fleet mode (docs/architecture.md, Fleet).
+"""The Celery app of fleet mode (docs/architecture.md §10).
 
 A Hermes host runs ``celery -A hermes_admin worker -Q hermes.<host> -P threads``
 with ``HERMES_ADMIN_HOST=<host>``, its own ``HERMES_ROOTS`` and the central

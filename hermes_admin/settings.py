@@ -46,7 +46,7 @@ Environment (all optional):
 - ``HERMES_ADMIN_LOG_FILE``: the log file (default ``<data>/logs/hermes-admin.log``;
   empty: standard error only).
 
-Fleet mode (docs/architecture.md, Fleet; README "Many hosts"): off unless
+Fleet mode (docs/architecture.md §10; README "Many hosts"): off unless
 ``CELERY_BROKER_URL`` is set.
 
 - ``CELERY_BROKER_URL`` / ``CELERY_RESULT_BACKEND``: Redis URLs (the result
@@ -396,7 +396,7 @@ LOGGING = {
 }
 
 
-# --- Fleet mode (issue 17; docs/architecture.md, Fleet) ----------------------
+# --- Fleet mode (issue 17; docs/architecture.md §10) ----------------------
 # Off unless a broker is configured: one host then runs exactly as without it.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or None
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "").strip() or CELERY_BROKER_URL

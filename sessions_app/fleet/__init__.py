@@ -1,4 +1,4 @@
-"""Fleet mode: many Hermes hosts under one dashboard, on Celery (docs/architecture.md, Fleet).
+"""Fleet mode: many Hermes hosts under one dashboard, on Celery (docs/architecture.md §10).
 
 Off unless ``CELERY_BROKER_URL`` is set (``settings.FLEET``); one host without a
 broker runs exactly as without this package, which it then never imports.

@@ -453,8 +453,8 @@ class Transcript:
 
     def iter_rows(self, chunk: int = 200, after: int = -1):
         """Every visible row with full texts, in id order, ``chunk`` rows per query;
-        ``after``: only rows whose id is greater (an export resumed, docs/store.md
-        ordering by ``messages.id``).
+        ``after``: only rows whose id is greater (an export resumed; order is
+        ``messages.id``, docs/store.md §4.2).
 
         Each chunk is its own short statement (no read snapshot held across the
         whole export), stepped one row at a time, so memory holds one row.

@@ -1,7 +1,7 @@
 """Background jobs of deletions and restores: each session judged and written on its own.
 
 Both jobs may run twice for one run: a fleet worker killed mid-job gets its task
-handed out again (docs/architecture.md, Fleet). So each starts by settling what an
+handed out again (docs/architecture.md §10). So each starts by settling what an
 interrupted process left halfway in the stores it touches (``resume.py``), and
 an item already done by an earlier delivery of the same run is reported as done,
 not written again: a deletion is known by its confirmation nonce and run id,

@@ -3,7 +3,7 @@
 Run on the dashboard's machine (fleet mode: ``CELERY_BROKER_URL`` set), e.g. from
 cron: one fleet run per host, of the profiles its latest heartbeat announced, sent
 to its queue ``hermes.<host>``; the host's worker runs it with the same engine as
-``heal_sessions`` on that host (docs/architecture.md, Fleet). Prints ``host: run
+``heal_sessions`` on that host (docs/architecture.md §10). Prints ``host: run
 #id`` per host and returns at once (the runs page follows them). A host that is
 unknown or unreachable is not sent a run and is named on stderr; the others are
 started all the same, and the exit status is then 1 (cron mails it).
