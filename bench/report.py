@@ -294,6 +294,8 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
     rounds = res.get("rounds", "?")
     passes = res.get("setup", {}).get("passes")
     peaks = res.get("pages", {}).get("_peak_rss_mb", {})
+    functions = functions_table(res)
+    functions = functions if len(functions) > 2 else []  # the header alone: none measured (--pages-only)
     lines = [
         "# Benchmarks",
         "",
@@ -306,8 +308,9 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
         f"{info['os']}; Python {info['python']}, SQLite {info['sqlite']}, Django {info.get('django', '?')}; "
         f"hermes-agent {HERMES_VERSION} from PyPI (its own venv, `hermes dashboard` on 127.0.0.1).",
         f"- Run: {res.get('measured_at', '?')}; warm page cache. Pages: {rounds} interleaved rounds after a warm-up "
-        f"round (Hermes' search and `order=recent`: the first {res.get('slow_repeat', '?')}); store-layer functions: "
-        f"medians of {res.get('repeat', '?')} runs ({res.get('slow_repeat', '?')} for the check pass and exports)."
+        f"round (Hermes' search and `order=recent`: the first {res.get('slow_repeat', '?')}); "
+        + (f"store-layer functions: medians of {res.get('repeat', '?')} runs ({res.get('slow_repeat', '?')} for the "
+           "check pass and exports)." if functions else "store-layer functions: not measured in this run.")
         + "".join(f" Measured again on {r['measured_at']}: {', '.join(r['ops'])} (`--ops`)."
                   for r in res.get("partial_runs", [])),
         f"- Store (`default` profile, written by hermes-agent 0.19.0 then bulk-loaded in its schema): "
@@ -335,11 +338,9 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
         f"Worker peak RSS over the whole run: hermes-admin {mb(peaks.get('app'))}, with masking {mb(peaks.get('masked'))}; "
         f"Hermes {mb(peaks.get('hermes'))}.",
         "",
-        "## Store layer, and operations measured one after the other",
-        "",
-        *functions_table(res),
-        "",
     ]
+    if functions:
+        lines += ["## Store layer, and operations measured one after the other", "", *functions, ""]
     cold = res.get("cold_start")
     if cold and cold.get("q"):
         lines += [f"Cold start (a new gunicorn process until its first page, `{cold['path']}`, has been served): "
@@ -352,6 +353,9 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
                   "Hermes 0.19.0 is not run on it: the schema (31) is newer than the release writes (22), and its "
                   "`SessionDB` opens a store read-write.", "", *functions_table(res, "edge"), ""]
     for title, found in (("Budgets (issue 16)", budgets(res, scale)), ("Budgets (issue 7)", budgets_issue7(res, scale))):
+        if not found:
+            lines += [f"## {title}", "", "Not measured in this run.", ""]
+            continue
         lines += [f"## {title}", "", "| budget | measured (median) | target | met |", "|---|---:|---|---|"]
         for b in found:
             lines.append(f"| {b['budget']} | {_budget_value(b)} | {b['target']} | {'yes' if b['met'] else '**no**'} |")
