@@ -44,8 +44,11 @@ from .guarded import Changed, Refused, Skip, Write, jsonable
 PRUNE_ACTION = "prune_sessions"
 # One batch holds the store's write lock while it exports and deletes; live agents
 # wait meanwhile. About 40 ms per unit (its trash file's durable commit) plus about
-# 1 ms per message row (the FTS triggers of release stores) on the benchmark machine
-# (docs/benchmarks.md, Prune): these bounds keep a batch near a second.
+# 1 ms per message row (the FTS triggers of release stores) on a quiet benchmark
+# machine, three to five times that on a loaded one (docs/benchmarks.md, Retention
+# pruning): with these bounds a batch held the lock 0.5 s at most on a quiet machine,
+# 1.3-2 s (median) on a loaded one, well inside the 20 s Hermes' writers wait;
+# --batch-size lowers them.
 BATCH_UNITS = 10  # units per transaction
 BATCH_ROWS = 1_000  # message rows per transaction (a bigger unit goes alone)
 
