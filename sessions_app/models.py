@@ -269,7 +269,7 @@ class SchemaVersion(StoreModel):
 class HealRun(models.Model):
     """One check or heal pass over one or more stores, from the browser or a command.
 
-    ``report`` holds the JSON document ``heal_sessions --json`` prints (version 1);
+    ``report`` holds the JSON document ``heal_sessions --json`` prints (``runs.REPORT_VERSION``);
     ``done``/``total`` count stores for progress; ``log_tail`` the last lines of
     progress text shown while the run is going.
     """

@@ -11,9 +11,9 @@ is handed to ``notify.run_ended``, which tells admins what calls for it
 (issue 18; nothing when no channel is configured, never an error for the run).
 
 The report a run keeps (and ``heal_sessions --json`` prints) is built from the
-dataclasses below — the one place its shape is written (version 1)::
+dataclasses below — the one place its shape is written (``REPORT_VERSION``, 2)::
 
-    {"version": 1, "mode", "started_at", "finished_at",
+    {"version": 2, "mode", "started_at", "finished_at",
      "profiles": [{"profile", "root", "path", "status", "schema_version", "error",
                    "findings": [...], "actions": [...], "backup"}],
      "summary": {"profiles", "critical", "warning", "info",
@@ -21,7 +21,9 @@ dataclasses below — the one place its shape is written (version 1)::
 
 An action's ``status`` is one of ``vocabulary.OUTCOMES`` (``planned`` only when
 nothing was applied); ``summary`` counts each (``refused`` and ``planned`` were
-added to version 1 later: a reader of older reports takes them as 0).
+added to version 1 later: a reader of older reports takes them as 0). Version 2 changed
+what ``skipped`` means: a write a guard refused (liveness, a hazard) used to be counted as
+``skipped`` and is ``refused`` since, so a version-1 ``skipped`` may hold refusals.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ from .checks.base import SEVERITIES
 from .models import FindingSnapshot, HealRun
 from .vocabulary import OUTCOMES as OUTCOME_MEANINGS
 from .vocabulary import RUN_KINDS, WRITE_OUTCOMES
+
+#: The ``version`` of every run report and ``--json`` document (module docstring).
+REPORT_VERSION = 2
 
 OUTCOMES = ("planned", *WRITE_OUTCOMES)  # the counters of a report's summary
 
@@ -79,7 +84,7 @@ class ProfileReport:
 
 @dataclass
 class RunReport:
-    """The version-1 report of a run; ``mode`` ``check`` | ``apply`` | ``delete``."""
+    """The report of a run (``REPORT_VERSION``); ``mode`` ``check`` | ``apply`` | ``delete``."""
 
     mode: str
     profiles: list[ProfileReport] = field(default_factory=list)
@@ -108,7 +113,7 @@ class RunReport:
         return counts
 
     def as_json(self) -> dict:
-        data = {"version": 1, "mode": self.mode}
+        data = {"version": REPORT_VERSION, "mode": self.mode}
         if self.started_at:
             data.update(started_at=self.started_at, finished_at=self.finished_at)
         data["profiles"] = [p.as_json() for p in self.profiles]

@@ -350,7 +350,7 @@ def run_bulk_flags(run, progress) -> dict:
 
 def run_changes(flagger: Flagger, items: list[dict], progress=None) -> dict:
     """Flag changes and renames, each its own guarded write and audit event, as a
-    version-1 report (``mode`` ``flags``). An item is ``{profile, session_id, flag,
+    version-2 report (``mode`` ``flags``). An item is ``{profile, session_id, flag,
     value}`` or ``{profile, session_id, rename}`` (a title :func:`clean_title`
     accepted; None clears it). A rename expects the title the session has when its
     turn comes (the re-check inside the transaction still catches a change).

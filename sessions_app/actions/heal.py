@@ -1,7 +1,7 @@
 """A heal run: check every store, plan the repairs, optionally apply, re-check.
 
 One function, :func:`heal`, serves ``manage.py heal_sessions`` (cron) and the
-browser's background *Heal profile* job alike. It returns the version-1 report
+browser's background *Heal profile* job alike. It returns the version-2 report
 (``runs.RunReport``, shape in ``sessions_app/runs.py``). Without ``apply``
 nothing is written to any store or Hermes home. With it, every planned repair is
 applied on the guarded write (``engine.Applier.apply_all``, in dependency order,

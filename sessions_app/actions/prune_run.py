@@ -1,9 +1,9 @@
 """A prune over several stores: preview each, then (``apply``) its batches, and the report.
 
 The report (``manage.py prune_sessions --json`` prints it, a prune run keeps it),
-version 1::
+version ``runs.REPORT_VERSION``::
 
-    {"version": 1, "mode": "check" | "apply", "criteria": {...}, "started_at", "finished_at",
+    {"version": 2, "mode": "check" | "apply", "criteria": {...}, "started_at", "finished_at",
      "profiles": [{"profile", "path", "status", "error", "backup",
                    "units": [{"root", "sessions", "delegates", "messages", "content_bytes", "files",
                               "ended_at", "title", "source", "status", "reason", "trash_entry"}],
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 
-from ..runs import iso
+from ..runs import REPORT_VERSION, iso
 from ..stores import registry
 from ..stores.retention import Criteria
 from ..stores.store import Store, Unavailable
@@ -152,7 +152,7 @@ def summarize(profiles: list[dict]) -> dict:
 def run_prune(stores: list[Store], criteria: Criteria, *, apply: bool, writer: GuardedWriter | None = None,
               progress=None, only_roots: dict[str, set[str]] | None = None, batch_units: int = BATCH_UNITS,
               batch_rows: int = BATCH_ROWS) -> dict:
-    """The version-1 report of a prune of ``stores`` (module docstring); never raises
+    """The report of a prune of ``stores`` (module docstring); never raises
     for store problems (a store that cannot be read is reported with its status)."""
     started = time.time()
     profiles, done = [], 0
@@ -174,7 +174,7 @@ def run_prune(stores: list[Store], criteria: Criteria, *, apply: bool, writer: G
         if "units_all" in entry:
             entry["units_listed"] = REPORT_UNITS
             entry["units"] = entry.pop("units_all")[:REPORT_UNITS]
-    return {"version": 1, "mode": "apply" if apply else "check", "criteria": criteria.as_dict(),
+    return {"version": REPORT_VERSION, "mode": "apply" if apply else "check", "criteria": criteria.as_dict(),
             "started_at": iso(started), "finished_at": iso(time.time()), "profiles": profiles, "summary": summary}
 
 

@@ -24,9 +24,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 def error_document(message: str) -> dict:
-    """The ``--json`` document of a run that could not start: ``{"version": 1,
+    """The ``--json`` document of a run that could not start: ``{"version": 2,
     "error": message, "profiles": []}`` (the report's shape, without results)."""
-    return {"version": 1, "error": message, "profiles": []}
+    return {"version": REPORT_VERSION, "error": message, "profiles": []}
 
 
 def json_requested(parser, argv: list[str]) -> bool:
@@ -43,6 +43,7 @@ def json_requested(parser, argv: list[str]) -> bool:
     return False
 
 from ..locks import RunLocked, run_lock
+from ..runs import REPORT_VERSION
 from ..stores import registry
 from ..stores.store import Store
 

@@ -2,7 +2,7 @@
 
 Selection (``--root``/``--profile``/``--all-profiles``), ``--fail-on``, ``--apply``,
 ``--json``; the run lock shared with browser jobs; a ``HealRun`` record with the
-version-1 JSON report (``actions.heal``); exit status 0 nothing at or above
+version-2 JSON report (``actions.heal``); exit status 0 nothing at or above
 ``--fail-on`` remains, 1 such findings remain, 2 a store could not be read, an
 action failed, another run holds the lock, or the arguments were wrong.
 
@@ -34,7 +34,7 @@ output: without --json, findings at or above --fail-on, their planned repairs an
 every repair applied, skipped, refused or failed are listed, then one summary line (findings
 below --fail-on are only counted there): a run with nothing to report prints that
 one line. With --json, one JSON document on stdout, also on an argument error:
-{"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one
+{"version": 2, "error": "...", "profiles": []}. A non-zero exit also writes one
 line to stderr saying what tripped it, even with --json.
 """
 

@@ -38,7 +38,7 @@ def error_document(out) -> dict:
     assert out.returncode == 2, (out.stdout, out.stderr)
     document = json.loads(out.stdout)
     assert set(document) == {"version", "error", "profiles"}
-    assert document["version"] == 1 and document["profiles"] == [] and document["error"]
+    assert document["version"] == 2 and document["profiles"] == [] and document["error"]
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
     return document
 
@@ -175,7 +175,7 @@ def test_help_states_the_contract_the_tests_above_check(data, name):
     assert out.returncode == 0
     text = out.stdout
     assert "exit status: 0 nothing at or above --fail-on remains; 1 such findings remain;\n2 a store" in text
-    assert '{"version": 1, "error": "...", "profiles": []}' in text
+    assert '{"version": 2, "error": "...", "profiles": []}' in text
     assert "a run with nothing to report prints that\none line" in text
     assert ("--only CODE[,CODE…]" in text) == (name == "heal_sessions")
 
@@ -188,7 +188,7 @@ def test_help_of_the_other_store_commands_ends_with_their_contract(data, name, f
     """Each store command's epilog (``StoreCommand.epilog``), its line breaks kept."""
     out = run_manage([name, "--help"], data)
     assert out.returncode == 0
-    assert first_lines in out.stdout and '{"version": 1, "error": "...", "profiles": []}' in out.stdout
+    assert first_lines in out.stdout and '{"version": 2, "error": "...", "profiles": []}' in out.stdout
 
 
 def test_an_unreadable_store_is_named_as_what_tripped_exit_2(hermes_home, data):

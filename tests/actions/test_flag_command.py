@@ -35,7 +35,7 @@ def test_archive_a_lineage_on_0_19_0_and_the_release_reads_it(aged_home):
     chain = [d["compress_root"], d["compress_mid"], d["compress_tip"]]
     code, report = flag_cmd("--profile", "default", "--archive", d["compress_mid"], d["long"], "--json")
     assert code == 0, report
-    assert report["version"] == 1 and report["mode"] == "flags"
+    assert report["version"] == 2 and report["mode"] == "flags"
     assert [(a["session_id"], a["status"]) for a in actions(report)] == [(d["compress_mid"], "applied"),
                                                                         (d["long"], "applied")]
     assert rows(s, "SELECT COUNT(*) FROM sessions WHERE archived = 1") == [(4,)]

@@ -56,7 +56,7 @@ def test_root_option_overrides_the_configured_roots(aged_home, use_roots, tmp_pa
 def test_report_shape(aged_home):
     code, report = heal("--all-profiles", "--only", "orphan_messages,counter_drift", "--json")
     assert set(report) == {"version", "mode", "started_at", "finished_at", "profiles", "summary"}
-    assert report["version"] == 1 and report["mode"] == "check"
+    assert report["version"] == 2 and report["mode"] == "check"
     entry = profile_entry(report, "default")
     assert set(entry) == {"profile", "root", "path", "status", "schema_version", "error", "findings", "actions", "backup"}
     assert entry["schema_version"] == 22 and entry["status"] == "ok"

@@ -24,7 +24,7 @@ def prune_cmd(*args):
 
 def test_check_lists_what_goes_and_exits_1_then_apply_exits_0(aged_home):
     code, report = prune_cmd("--profile", "default", "--older-than", "30", "--json")
-    assert code == 1 and report["version"] == 1 and report["mode"] == "check"
+    assert code == 1 and report["version"] == 2 and report["mode"] == "check"
     [prof] = report["profiles"]
     assert prof["status"] == "ok" and prof["units"] and all(u["status"] == "planned" for u in prof["units"])
     assert set(prof["totals"]) >= {"units", "sessions", "messages", "content_bytes", "files", "spared"}
@@ -88,7 +88,7 @@ def test_with_json_a_held_lock_prints_the_error_document(aged_home):
                          stdout=out, stderr=StringIO())
     assert raised.value.returncode == 2
     document = json.loads(out.getvalue())
-    assert document["version"] == 1 and document["profiles"] == []
+    assert document["version"] == 2 and document["profiles"] == []
     assert "another heal run is in progress" in document["error"] and "run #7 by alice" in document["error"]
     assert not HealRun.objects.exists() and not AuditEvent.objects.exists()
 

@@ -38,9 +38,9 @@ could not be read, a write failed, another run holds the lock, or the arguments
 were wrong.
 
 output: one line per session, then a summary line. With --json, one JSON document
-on stdout (the version-1 run report, mode "flags"; each action also carries
+on stdout (the version-2 run report, mode "flags"; each action also carries
 "refused" and "retry"), also on an argument error, a held lock or a failed run:
-{"version": 1, "error": "...", "profiles": []}. A non-zero exit also writes one
+{"version": 2, "error": "...", "profiles": []}. A non-zero exit also writes one
 line to stderr saying what tripped it, even with --json.
 """
 

@@ -36,7 +36,7 @@ skipped, or the arguments were wrong.
 output: without --json, one line per profile with what goes (sessions, message rows,
 content bytes, files) and what is spared and why, then a summary line. With --json,
 one JSON document on stdout, also on an argument error, a lock another run
-holds, or a run that failed: {"version": 1, "error": "...", "profiles": []}.
+holds, or a run that failed: {"version": 2, "error": "...", "profiles": []}.
 A non-zero exit also writes one line to stderr saying what tripped it, even
 with --json.
 """
