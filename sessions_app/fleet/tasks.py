@@ -32,8 +32,9 @@ from hermes_admin.celery import app
 from . import worker
 from .browse import BROWSE
 from .reads import READS
+from .repairs import REPAIRS
 
-OPS = {**READS, **BROWSE}
+OPS = {**READS, **BROWSE, **REPAIRS}
 
 log = logging.getLogger("sessions_app.fleet")
 

@@ -6,7 +6,7 @@ A session id may contain "/", so the bare session route comes last.
 
 from django.urls import path
 
-from . import views, views_remote
+from . import views, views_remote, views_repair
 
 urlpatterns = [
     path("", views.hosts_page, name="fleet"),
@@ -18,6 +18,8 @@ urlpatterns = [
     path("p/<str:profile>/trash/<str:entry_id>/restore/", views_remote.restore_entry, name="fleet_restore"),
     path("p/<str:profile>/s/<path:session_id>/export.<str:fmt>", views_remote.session_export,
          name="fleet_session_export"),
+    path("p/<str:profile>/s/<path:session_id>/repair/apply/", views_repair.repair_apply, name="fleet_repair_apply"),
+    path("p/<str:profile>/s/<path:session_id>/repair/", views_repair.repair_preview, name="fleet_repair"),
     path("p/<str:profile>/s/<path:session_id>/delete/", views_remote.delete_session, name="fleet_delete"),
     path("p/<str:profile>/s/<path:session_id>/", views.session_detail, name="fleet_session"),
 ]

@@ -14,7 +14,7 @@ from ..actions.registry import ACTIONS, plan_for, prerequisites, rank, repair_fi
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest, staleness
-from ..secrets import masker_for
+from ..secrets import Masker, masker_for
 from ..stores import liveness
 from . import NotFound
 from .changes import ChangeTable, change_table
@@ -133,9 +133,11 @@ class RepairPreview:
     changes: ChangeTable | None = None
 
 
-def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
+def repair_preview(store, session_id: str, code: str, *, user=None, masked: bool | None = None) -> RepairPreview:
     """The concrete plan for the ``code`` finding of ``session_id``, read-only.
-    Raises :class:`NotFound` for an unknown check code."""
+    Texts are masked for ``user``, or as ``masked`` says when given (a fleet host
+    does not know the dashboard's user: ``fleet/repairs.py``). Raises
+    :class:`NotFound` for an unknown check code."""
     if code not in CHECKS:
         raise NotFound("Unknown check")
     finding = next((f for f in run_store_checks(store, session_id=session_id, only=[code]).findings
@@ -151,7 +153,7 @@ def repair_preview(store, session_id: str, code: str, *, user) -> RepairPreview:
                                                 closed_counts=action.closed_activity_counts, cached_routing=True)
                 live = verdict if verdict.verdict != "not_live" else None
         data = asdict(plan) if plan is not None else None
-        masker = masker_for(user)
+        masker = Masker(masked) if masked is not None else masker_for(user)
         if masker:
             # Display copies with store and file text masked (titles in a move's notes and
             # changes, bad-line snippets of a JSONL file); ``plan_data`` keeps the real plan.

@@ -66,15 +66,17 @@ def require_perm(codename: str):
     return decorator
 
 
-def refuse_token(request, action: str, reason: str, store: Store | None = None, session_ids=()) -> HttpResponseBadRequest:
+def refuse_token(request, action: str, reason: str, store: Store | None = None, session_ids=(),
+                 profile: str = "") -> HttpResponseBadRequest:
     """A forged, corrupted or misplaced signed token (repair plan, migration plans):
     one audit event (``action``, outcome ``refused``, nothing done) and HTTP 400,
-    as deletion does with its confirmation tokens (``views.deletion``)."""
+    as deletion does with its confirmation tokens (``views.deletion``). ``profile``:
+    the key of a remote profile (no local ``store``; fleet pages)."""
     from ..audit import record
 
     name = request.user.get_username() if request.user.is_authenticated else "anonymous"
     record(actor=request.user if request.user.is_authenticated else None, actor_label=name, action=action[:64],
-           profile=store.key if store else "", store_path=str(store.path) if store else "",
+           profile=store.key if store else profile, store_path=str(store.path) if store else "",
            session_ids=[str(s) for s in session_ids], outcome="refused", reason=f"{reason}; nothing was done",
            plan={"path": request.path}, request_address=request.META.get("REMOTE_ADDR"))
     return HttpResponseBadRequest(f"{reason[:1].upper()}{reason[1:]}; nothing was done.", content_type="text/plain")

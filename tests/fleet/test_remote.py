@@ -47,12 +47,16 @@ def _run_of(response):
 
 
 def _redeliver(run):
+    return _redeliver_on(run, "host-b")
+
+
+def _redeliver_on(run, host):
     """What a worker killed after its last write leaves: the run ``running`` under a
     dead process; then the task again, as Redis hands it out again."""
     gone = subprocess.Popen(["true"])
     gone.wait()
     HealRun.objects.filter(pk=run.pk).update(status="running", pid=gone.pid, report=None, finished_at=None)
-    client.start_run(run, "host-b")
+    client.start_run(run, host)
     return _finish(run.pk)
 
 

@@ -1,0 +1,85 @@
+"""Fleet pages that repair a remote profile: one finding's preview and apply.
+
+The preview is read on the host (``repair_preview`` of :mod:`.repairs`, a
+``hermes.read`` task with the fleet timeout); the plan it returns is signed here
+exactly as one host signs it (``views.health``: same salt, same hour) for the
+user who saw it, and applying it is a fleet ``apply`` run on the host's queue
+(``hermes.run_job``, acknowledged late), run there by ``jobs.execute`` through
+``Applier.apply_all``, the guarded write of one host. No store logic here.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.core import signing
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from .. import runs
+from ..actions.registry import ACTIONS
+from ..checks.registry import BY_CODE as CHECKS
+from ..presenters.changes import change_table
+from ..secrets import masking_for
+from ..views.common import refuse_token, require_perm
+from ..views.health import PLAN_MAX_AGE, PLAN_SALT, REPAIR_REFUSED
+from . import client
+from .views import _remote
+
+
+@require_GET
+@require_perm("view_dashboard")
+def repair_preview(request, profile, session_id):
+    """``/fleet/p/<key>/s/<id>/repair/?check=<code>``: the concrete plan for one
+    finding, read now on its host, and the signed form that applies it."""
+    view, _local = _remote(profile)
+    code = request.GET.get("check", "")
+    if code not in CHECKS:
+        raise Http404("Unknown check")
+    answer = client.ask(view, "repair_preview", key=profile, session_id=session_id, check=code,
+                        masked=masking_for(request.user))
+    context = {"host": view, "key": profile, "session_id": session_id, "check": CHECKS[code], "answer": answer}
+    if not answer.ok:
+        return render(request, "fleet/repair.html", context, status=503)
+    shown = answer.data
+    plan_data = shown["plan_data"]
+    context.update(finding=shown["finding"], plan=shown["plan"], live=shown["live"], first=shown["first"],
+                   permission=shown["permission"],
+                   can_apply=request.user.has_perm(f"sessions_app.{shown['permission']}") and view.reachable,
+                   changes=change_table(shown["plan"]["changes"]) if shown["plan"] else None,
+                   token=signing.dumps(plan_data, salt=PLAN_SALT, compress=True) if plan_data else None)
+    return render(request, "fleet/repair.html", context)
+
+
+@require_POST
+@require_perm("run_heal")
+def repair_apply(request, profile, session_id):
+    """Apply the previewed (signed) plan as a fleet ``apply`` run on the host's
+    queue; a forged or misplaced plan is refused and audited (HTTP 400)."""
+    view, _local = _remote(profile)
+    try:
+        data = signing.loads(request.POST.get("plan", ""), salt=PLAN_SALT, max_age=PLAN_MAX_AGE)
+    except signing.SignatureExpired:
+        flash.warning(request, "That preview is more than an hour old; here is a fresh one.")
+        url = reverse("fleet_repair", args=[profile, session_id])
+        return redirect(f"{url}?{urlencode({'check': request.POST.get('check', '')})}")
+    except signing.BadSignature:
+        return refuse_token(request, REPAIR_REFUSED, "invalid repair plan (forged or corrupted token)",
+                            session_ids=[session_id], profile=profile)
+    if not isinstance(data, dict) or data.get("profile") != profile or data.get("session_id") != session_id:
+        found = f"{data.get('profile')} {data.get('session_id')}" if isinstance(data, dict) else "nothing"
+        return refuse_token(request, REPAIR_REFUSED, f"the repair plan belongs to another session ({found})",
+                            session_ids=[session_id], profile=profile)
+    action = ACTIONS.get(data.get("action", ""))
+    if action is None or not request.user.has_perm(f"sessions_app.{action.permission}"):
+        raise PermissionDenied  # e.g. a move needs delete_sessions, not only run_heal
+    if not view.reachable:
+        flash.error(request, f"Host {view.name} is unreachable ({view.why}); nothing was repaired.")
+        return redirect("fleet_session", profile, session_id)
+    run = runs.create("apply", runs.FLEET_TRIGGER, actor=request.user, request_address=request.META.get("REMOTE_ADDR"),
+                      profiles=[profile], plans=[data], only=[data.get("check")], total=1)
+    client.start_run(run, view.name)
+    return redirect("run", run.pk)
