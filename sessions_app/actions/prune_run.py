@@ -27,6 +27,7 @@ heal report.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 from ..runs import REPORT_VERSION, iso
@@ -47,11 +48,31 @@ class Pruner(GuardedWriter):
     backup_label = "prune"
 
 
+PRUNED_TABLES = ("sessions", "messages")  # what a prune reads and moves, with their indexes
+
+
+def _check_structure(conn) -> None:
+    """Raise ``sqlite3.DatabaseError`` (classified ``corrupt``) when a page of a table
+    a prune reads is damaged. The criteria alone decide which pages the preview
+    touches (``--empty`` may never read the messages index), so a damaged store
+    could pass as "nothing to prune": ``quick_check`` of those tables (and their
+    indexes) reads them all, whatever the criteria (ground rule 9: damaged is said)."""
+    for table in PRUNED_TABLES:
+        lines = [str(r[0]) for r in conn.execute(f'PRAGMA quick_check("{table}")')]
+        if lines != ["ok"]:
+            raise sqlite3.DatabaseError(f"database disk image is malformed (quick_check of {table}: "
+                                        f"{'; '.join(lines[:3])})")
+
+
 def preview_store(store: Store, criteria: Criteria, now: float | None = None):
-    """``(preview, None)`` or ``(None, (status, reason))`` when the store cannot be read."""
+    """``(preview, None)`` or ``(None, (status, reason))`` when the store cannot be
+    read, or cannot be read fully: a damaged page of ``sessions`` or ``messages``
+    (or of their indexes) is ``corrupt`` whatever the criteria select."""
     try:
         with store.browse() as (conn, caps):
-            return plan_units(store, conn, caps, criteria, now), None
+            preview = plan_units(store, conn, caps, criteria, now)
+            _check_structure(conn)
+            return preview, None
     except Unavailable as exc:
         return None, (exc.status.status, exc.status.reason)
 

@@ -125,3 +125,35 @@ def test_as_cron_runs_it(aged_home, tmp_path):
     assert proc.returncode == 2 and json.loads(proc.stdout)["error"].startswith("say what to prune")
     proc = run_manage(["prune_sessions", "--root", str(aged_home), "--all-profiles", "--bogus", "--json"], data)
     assert proc.returncode == 2 and "error" in json.loads(proc.stdout)
+
+
+def damage_messages_index(db) -> None:
+    """One b-tree page of the messages index turned to garbage (a copy from a failing
+    disk, as the demo's ``laptop`` profile): the sessions table still reads."""
+    import sqlite3
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_messages_session'").fetchone()[0]
+    finally:
+        conn.close()
+    with open(db, "r+b") as handle:
+        handle.seek((root - 1) * page_size)
+        handle.write(bytes((i * 37 + 11) % 256 for i in range(page_size)))
+
+
+@pytest.mark.parametrize("criteria", [("--empty",), ("--older-than", "30"), ("--match", "no-such-title")])
+def test_a_damaged_store_is_corrupt_and_exit_2_whatever_the_criteria(aged_home, criteria):
+    """A store that cannot be read fully is never "ok: would prune 0 of 0" (ground rule 9)."""
+    laptop = aged_home / "profiles" / "laptop"
+    laptop.mkdir()
+    (laptop / "state.db").write_bytes((aged_home / "state.db").read_bytes())
+    damage_messages_index(laptop / "state.db")
+    code, report = prune_cmd("--all-profiles", *criteria, "--json")
+    assert code == 2
+    entry = next(p for p in report["profiles"] if p["profile"] == "laptop")
+    assert entry["status"] == "corrupt" and "malformed" in entry["error"]
+    assert all(p["status"] == "ok" for p in report["profiles"] if p["profile"] != "laptop")
+    code, text = prune_cmd("--profile", "laptop", *criteria)
+    assert code == 2 and "laptop" in text and ": corrupt" in text and "would prune" not in text
