@@ -44,7 +44,7 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parent
 MARKER = ".hermes-admin-demo"
 # Bump when the demo's content changes: an older demo home is then rebuilt.
-DEMO_VERSION = 3
+DEMO_VERSION = 4
 LIVE_RELEASE = "0.19.0"
 
 
@@ -227,22 +227,27 @@ def stories(profile: str) -> list[dict]:
             A("Created notes/q3.md with headings for goals, risks and staffing."),
         ])
     elif profile == "legacy":
-        add("legacy_jsonl", "telegram", 25, "18:20", messages=list(LEGACY_TAIL),
+        add("legacy_jsonl", "telegram", 25, "18:20", messages=list(LEGACY_STORED),
             gateway=fd.gateway("legacy", "telegram", "dm", "424242", "424242", "erin", "Erin Legacy"))
     return out
 
 
-# The telegram conversation an old gateway kept in sessions/<id>.jsonl; the store
-# (written when the profile moved to SQLite) holds only its last four messages.
-LEGACY_HEAD = (
+# The telegram conversation an old gateway kept in sessions/<id>.jsonl. That gateway
+# appended every message to the JSONL first and to state.db second; once its store
+# writes started failing (a "database is locked" it gave up on after the profile's
+# move to SQLite), the JSONL kept growing alone. So the store holds the first four
+# messages and the JSONL the whole conversation: what it has more comes after the
+# store's last row, which the import appends even on this pre-0.17 schema
+# (actions/transcript_order).
+LEGACY_STORED = (
     U("can you remind me what we decided about the garden shed?"),
     A("You chose the 2.4 m cedar kit and planned to pour the base in May."),
     U("and the budget?"),
     A("1,850 EUR including the base, gutters and a lock."),
+)
+LEGACY_JSONL_ONLY = (
     U("ok. what did the council say about permits?"),
     A("Below 2.5 m and 10 m² no permit is needed; you are at 2.4 m and 8.6 m²."),
-)
-LEGACY_TAIL = (
     U("great, order the kit then"),
     A("Ordered: delivery window 14-18 April, confirmation sent to your mail."),
     U("thanks!"),
@@ -430,18 +435,17 @@ def damage_laptop(db: Path) -> None:
 
 
 def write_legacy_jsonl(home: Path, spec: dict) -> None:
-    """The old gateway's transcript: the whole conversation, the store holds its tail."""
-    head_start = spec["start"] - 2 * 86400
+    """The old gateway's transcript: the messages the store holds (at the times the
+    driver gave them), then those only the JSONL got, later the same evening."""
     lines = [{"role": "session_meta", "platform": "telegram", "session_id": spec["id"],
-              "timestamp": dd.local_iso(head_start)}]
-    t = head_start
-    rng = dd.seeded(spec["id"] + ":head")
-    for m in LEGACY_HEAD:
+              "timestamp": dd.local_iso(spec["start"])}]
+    t = spec["start"]
+    rng = dd.seeded(spec["id"])  # the driver's own gaps, so the stored part lines up
+    for m in LEGACY_STORED:
         t += dd.gap(m["role"], rng)
         lines.append({"role": m["role"], "content": m["content"], "timestamp": dd.local_iso(t)})
-    t = spec["start"]
-    rng = dd.seeded(spec["id"])
-    for m in LEGACY_TAIL:
+    rng = dd.seeded(spec["id"] + ":jsonl-only")
+    for m in LEGACY_JSONL_ONLY:
         t += dd.gap(m["role"], rng)
         lines.append({"role": m["role"], "content": m["content"], "timestamp": dd.local_iso(t)})
     path = home / "sessions" / f"{spec['id']}.jsonl"

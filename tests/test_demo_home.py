@@ -260,3 +260,27 @@ def test_make_demo_home_keeps_a_current_demo_and_replaces_only_demo_homes(demo_h
 
 def test_the_marker_name_is_the_one_the_banner_looks_for():
     assert demo_builder().MARKER == DEMO_MARKER
+
+
+@pytest.mark.django_db
+def test_the_legacy_transcript_can_be_imported_on_its_old_schema(demo_home, tmp_path):
+    """The legacy showcase is no dead end: the JSONL outgrew the store after its last
+    row, so the import appends the six later messages even on 0.15.0's schema."""
+    import shutil
+
+    from sessions_app.actions.engine import Applier, plan_for
+
+    home = tmp_path / "demo-home"
+    shutil.copytree(demo_home, home, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+    sid = marker(home)["profiles"]["legacy"]["session_ids"]["legacy_jsonl"]
+    legacy = stores(home)["legacy"]
+    [finding] = [f for f in run_store_checks(legacy).findings if f.check == "transcript_on_disk_only"]
+    assert finding.session_id == sid and finding.heal == "import_jsonl_transcript"
+    with legacy.read() as conn:
+        plan = plan_for(legacy, conn, legacy.capabilities(conn), finding)
+    assert plan.blocked == ""
+    assert Applier(actor_label="test").apply(legacy, plan).status == "applied"
+    with legacy.read() as conn:
+        contents = [r[0] for r in conn.execute("SELECT content FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
+    assert len(contents) == 10 and contents[0].startswith("can you remind me") and contents[-1].startswith("Any time")
+    assert not [f for f in run_store_checks(legacy).findings if f.session_id == sid]

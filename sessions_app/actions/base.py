@@ -44,7 +44,8 @@ class Plan:
     """A concrete, previewable repair of one finding.
 
     ``blocked`` non-empty means the repair cannot be applied on this store (the
-    reason says why); ``writes_store`` False for file-only actions (no backup).
+    reason says why) and ``next_step``, when set, what the admin can do about it
+    (else the check's own ``next_step`` is shown); ``writes_store`` False for file-only actions (no backup).
     ``params`` carries what ``write`` needs beyond the changes.
     """
 
@@ -59,6 +60,7 @@ class Plan:
     params: dict = field(default_factory=dict)
     writes_store: bool = True
     blocked: str = ""
+    next_step: str = ""
 
     def as_dict(self) -> dict:
         data = asdict(self)

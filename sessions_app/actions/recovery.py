@@ -31,7 +31,7 @@ from ..stores import recovery, registry
 from ..stores.recovery.compare import rows_digest, store_messages
 from .base import Action, Change, Changed, one
 from .session_rows import message_facts
-from .transcript_order import blocked_on_schema, order_ops, recount, write_in_order
+from .transcript_order import SCHEMA_NEXT_STEP, blocked_on_schema, order_ops, recount, write_in_order
 from .transcripts import row_values
 
 def _others(store) -> list:
@@ -132,7 +132,7 @@ class RecoverMessages(Action):
             plan.blocked = ("copies disagree about every missing position; compare them on the session page"
                             if rp.conflicts else "no copy on disk holds a message the store lacks")
         elif schema_block:  # removing originals would be a deletion (transcript_order)
-            plan.blocked = schema_block
+            plan.blocked, plan.next_step = schema_block, SCHEMA_NEXT_STEP
         elif not one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
             plan.blocked = "the session has no row in the store; recovery writes into an existing session only"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)

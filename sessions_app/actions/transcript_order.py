@@ -51,6 +51,14 @@ def order_ops(rows, inserts: dict) -> list[tuple[str, object]]:
     return ops
 
 
+# What an admin can do about a plan :func:`blocked_on_schema` stopped (shown on its preview).
+SCHEMA_NEXT_STEP = (
+    "Upgrade this profile's Hermes to 0.17 or later: its first start migrates state.db (adding "
+    "messages.active, so originals can be hidden instead of removed); then check again and preview this "
+    "repair. Until then nothing is lost: the copy stays on disk and the store's rows are untouched."
+)
+
+
 def blocked_on_schema(caps, superseded: list, doing: str, done: str) -> str:
     """Why a plan that writes ``superseded`` rows again cannot run on this store, or ''.
 

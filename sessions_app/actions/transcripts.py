@@ -50,7 +50,7 @@ from ..timefmt import human_duration
 from .base import Action, Change, Changed, one
 from .files import move_without_loss
 from .session_rows import message_facts
-from .transcript_order import blocked_on_schema, recount, write_in_order
+from .transcript_order import SCHEMA_NEXT_STEP, blocked_on_schema, recount, write_in_order
 
 # JSONL fields written to the column of the same name, by kind of value.
 TEXT_FIELDS = ("tool_call_id", "tool_name", "finish_reason", "reasoning", "reasoning_content",
@@ -250,7 +250,10 @@ class ImportJsonlTranscript(Action):
             "tool_calls": calls, "bad_lines": bad, "other_lines": other, "notes": notes,
             "file_identity": jsonl.file_identity(path, store_path=ctx.store.path),
         })
-        plan.blocked = self._blocked(ctx, a, path) or blocked_on_schema(ctx.caps, superseded, "importing", "imported")
+        plan.blocked = self._blocked(ctx, a, path)
+        if not plan.blocked:
+            plan.blocked = blocked_on_schema(ctx.caps, superseded, "importing", "imported")
+            plan.next_step = SCHEMA_NEXT_STEP if plan.blocked else ""
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         return plan
 

@@ -69,6 +69,9 @@ def _ident(table: str, key) -> tuple:
         return (("", text(key, 120)),)
     parts = []
     for name, value in key.items():
+        if name == "after_id" and value is None:  # recovery/import before the first row
+            parts.append(("at the start of the session", ""))
+            continue
         shown = text(value, 120)
         if name in _MESSAGE_IDS or (name == "id" and table == "messages"):
             shown = f"#{shown}"

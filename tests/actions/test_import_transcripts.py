@@ -11,6 +11,7 @@ import os
 import time
 
 import pytest
+from django.urls import reverse
 
 from sessions_app.actions.engine import Applier, plan_for
 from sessions_app.actions.rowcopy import exact_select
@@ -106,7 +107,7 @@ def findings(s, code="transcript_on_disk_only"):
 # --------------------------------------------------------------------------- the usual case
 
 @pytest.mark.parametrize("profile", ["archive", "legacy"])
-def test_before_0_17_an_import_that_would_write_later_rows_again_is_blocked(aged_home, profile):
+def test_before_0_17_an_import_that_would_write_later_rows_again_is_blocked(aged_home, profile, admin_client):
     """0.13.0 (schema 11) and 0.15.0 have no messages.active: the store's later rows
     could only be moved (removed, then inserted again), never hidden. That would be
     a deletion, so the import is blocked, as recover_messages is, and says why;
@@ -127,7 +128,13 @@ def test_before_0_17_an_import_that_would_write_later_rows_again_is_blocked(aged
     assert plan.blocked == ("this store's schema (before hermes-agent 0.17) cannot hide rows: importing here would "
                             f"remove and re-insert {len(KEPT)} later row(s); only messages after the last row can be "
                             "imported into it")
+    assert plan.next_step.startswith("Upgrade this profile's Hermes to 0.17 or later")
     assert not any(c.op == "move" for c in plan.changes)
+    # The preview says what the admin can do instead of only offering a plan that cannot run.
+    page = admin_client.get(reverse("repair_preview", args=[s.key, SID]) + "?check=transcript_on_disk_only")
+    html = page.content.decode()
+    assert "This repair cannot be applied" in html and 'id="next-step"' in html
+    assert "Upgrade this profile&#x27;s Hermes to 0.17 or later" in html and "repair_apply" not in html and "Apply</button>" not in html
 
     code, report = heal("--profile", profile, "--only", "transcript_on_disk_only", "--apply", "--json")
     [done] = actions(report, profile)

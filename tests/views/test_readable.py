@@ -261,6 +261,7 @@ def test_every_change_shape_the_actions_plan_renders_without_a_repr():
         Change("delete", "sessions", {"id": "s1"}, before={"messages": 4}),
         Change("delete", "session_turn_leases", {"conversation_id": "c1"}, before={"holder": "pid=1", "expires_at": now}),
         Change("move", "file", {"path": "sessions/s1.jsonl"}, before="default", after="ops"),
+        Change("insert", "messages", {"after_id": None, "order": 3}, after={"role": "user", "timestamp": now}),
     ]
     # Recorded changes (run reports, audit events) are the same as dicts, with lists as keys.
     recorded = [c.__dict__ for c in changes] + [
@@ -279,6 +280,7 @@ def test_every_change_shape_the_actions_plan_renders_without_a_repr():
         assert "Time estimated yes" in rows[4][4] and "From file s1.jsonl" in rows[4][4]
         assert rows[8][1] == "Session in profile ops s1"
         assert rows[10][1] == "Turn lease c1" and "Holder pid=1" in rows[10][3]
+        assert rows[12][1] == "Message at the start of the session, position 3"  # never "#None"
     assert cells(render_to_string("sessions/_changes.html", {"table": change_table(recorded)}))[-1][1] == \
         "Message of session a, b"
     odd = change_table([{"after": {"title": "x"}}])  # an older event's free-form changes
