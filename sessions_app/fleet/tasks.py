@@ -6,7 +6,7 @@
   redelivering);
 - ``hermes.run_job(run_id)``: a ``HealRun`` the dashboard created (a check pass, a
   heal — recovery and migration are repairs of it —, previewed plans, deletions
-  of confirmed sessions, restores of trash entries), run by ``jobs.execute``, the
+  of confirmed sessions, restores of trash entries, confirmed prunes), run by ``jobs.execute``, the
   same job code one host runs, so the same engine (``actions/heal.py``,
   ``engine.Applier``, ``actions/deletion``) writes through the guarded write, and
   the run record and audit events land in the central database. Acknowledged late, handed out again when the worker died
@@ -32,9 +32,10 @@ from hermes_admin.celery import app
 from . import worker
 from .browse import BROWSE
 from .reads import READS
+from .prunes import PRUNES, validate_prune_run
 from .repairs import REPAIRS
 
-OPS = {**READS, **BROWSE, **REPAIRS}
+OPS = {**READS, **BROWSE, **REPAIRS, **PRUNES}
 
 log = logging.getLogger("sessions_app.fleet")
 
@@ -63,7 +64,7 @@ def read(op, kwargs=None):
         return {"ok": False, "host": host, "refused": str(exc)}
 
 
-FLEET_MODES = ("check", "apply", "delete", "restore")
+FLEET_MODES = ("check", "apply", "delete", "restore", "prune")
 
 
 def _validate_items(run) -> None:
@@ -97,6 +98,8 @@ def _validate_run(run) -> None:
         raise worker.refuse("run_job", f"run #{run.pk} names no profile (a fleet run names its host's)")
     for key in run.profiles:
         worker.store_for("run_job", key)
+    if run.mode == "prune":
+        return validate_prune_run(run)
     if run.mode in ("delete", "restore"):
         if not run.plans:
             raise worker.refuse("run_job", f"{run.mode} run #{run.pk} has nothing to do")

@@ -6,7 +6,7 @@ A session id may contain "/", so the bare session route comes last.
 
 from django.urls import path
 
-from . import views, views_remote, views_repair
+from . import views, views_prune, views_remote, views_repair
 
 urlpatterns = [
     path("", views.hosts_page, name="fleet"),
@@ -15,6 +15,8 @@ urlpatterns = [
     path("trash/", views_remote.trash_page, name="fleet_trash"),
     path("p/<str:profile>/", views.profile_detail, name="fleet_profile"),
     path("p/<str:profile>/heal/", views.heal_profile, name="fleet_heal"),
+    path("p/<str:profile>/prune/", views_prune.prune_page, name="fleet_prune"),
+    path("p/<str:profile>/prune/apply/", views_prune.prune_apply, name="fleet_prune_apply"),
     path("p/<str:profile>/trash/<str:entry_id>/restore/", views_remote.restore_entry, name="fleet_restore"),
     path("p/<str:profile>/s/<path:session_id>/export.<str:fmt>", views_remote.session_export,
          name="fleet_session_export"),
