@@ -284,3 +284,26 @@ def test_the_legacy_transcript_can_be_imported_on_its_old_schema(demo_home, tmp_
         contents = [r[0] for r in conn.execute("SELECT content FROM messages WHERE session_id = ? ORDER BY id", (sid,))]
     assert len(contents) == 10 and contents[0].startswith("can you remind me") and contents[-1].startswith("Any time")
     assert not [f for f in run_store_checks(legacy).findings if f.session_id == sid]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("profile, kind, check", [("legacy", "legacy_jsonl", "transcript_on_disk_only"),
+                                                  ("default", "deleted_live", "history_lost"),
+                                                  ("ops", "dumped", None)])
+def test_the_copies_panel_links_only_a_repair_its_check_offers(demo_client, demo_home, profile, kind, check):
+    """'Can be recovered' and its link follow the check's own rule (RecoveryPlan.repaired_by):
+    the preview it opens has the finding, never 'nothing to repair'."""
+    import re
+
+    sid = marker(demo_home)["profiles"][profile]["session_ids"][kind]
+    html = demo_client.get(reverse("session_copies", args=[profile, sid])).content.decode()
+    if check is None:  # the dump outlived its session: history_lost reports it with no repair
+        assert "the session has no row in the store" in html and 'id="preview-recovery"' not in html
+        assert "can be recovered from the copies" not in html
+        return
+    assert "can be recovered from the copies" in html
+    [href] = re.findall(r'id="preview-recovery" href="([^"]+)"', html)
+    assert href.endswith(f"?check={check}")
+    preview = demo_client.get(href.replace("&amp;", "&")).content.decode()
+    assert "nothing to repair" not in preview and "Plan: <code>" in preview
+    assert "This repair cannot be applied" not in preview and "Apply</button>" in preview

@@ -162,8 +162,8 @@ class HistoryLost(Check):
     def _judge(self, sid, analysis: recovery.Analysis, facts: dict | None, exists: bool):
         plan = analysis.plan
         copies = copy_list(plan)
-        if copies and {c["kind"] for c in copies} == {"jsonl"} and exists and not facts:
-            return None  # transcript_on_disk_only reports it
+        if plan.repaired_by(exists) == "transcript_on_disk_only" and not facts:
+            return None  # transcript_on_disk_only reports and repairs it (the session page links there too)
         if not copies and not facts:
             return None
         if not exists and not analysis.rows and not copies:
@@ -194,6 +194,6 @@ class HistoryLost(Check):
             parts.append("nothing on disk can restore it (no snapshot, request dump, transcript, backup or trash "
                          "entry holds the missing messages)")
             severity = "warning"
-        heal = "recover_messages" if plan.insertions and exists else None
+        heal = "recover_messages" if plan.repaired_by(exists) else None
         count = missing or max(1, (facts or {}).get("api_calls", 0) - (facts or {}).get("assistant_rows", 0))
         return self.finding(sid, count, "; ".join(parts), evidence, severity=severity, heal=heal)

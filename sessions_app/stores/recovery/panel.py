@@ -76,6 +76,8 @@ class CopiesPanel:
     copies: list[CopyPanelRow] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
     recoverable: int = 0
+    repair_check: str | None = None  # the check to preview the repair under (RecoveryPlan.repaired_by)
+    session_exists: bool = True
     failed: list[dict] = field(default_factory=list)
     unread: list[dict] = field(default_factory=list)
     error: str = ""
@@ -135,6 +137,7 @@ def copies_panel(store, session_id: str, *, others=(), previews: bool = False, m
     try:
         with store.read() as conn:
             analysis = analyse(store, conn, store.capabilities(conn), session_id, others=others)
+            panel.session_exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
     except sqlite3.Error as exc:
         panel.error = classify_error(exc)[1]
         return panel
@@ -146,6 +149,7 @@ def copies_panel(store, session_id: str, *, others=(), previews: bool = False, m
                                        "roles": [s["role"] for s in p.summaries]} for p in c.proposals]}
                        for c in plan.conflicts]
     panel.recoverable = len(plan.insertions)
+    panel.repair_check = plan.repaired_by(panel.session_exists)
     panel.failed = [{"name": f["path"].rsplit("/", 1)[-1], "kind": f["kind"],
                      "error": mask(f["error"]) if masked else f["error"]} for f in analysis.copyset.failed]
     panel.unread = [{"name": u.path.rsplit("/", 1)[-1], "kind": u.kind, "mtime": u.mtime, "size": u.size,

@@ -101,6 +101,20 @@ class RecoveryPlan:
                 out.append(ins.source)
         return out
 
+    def repaired_by(self, session_exists: bool) -> str | None:
+        """The check whose repair brings this plan's messages back, or None when none
+        does: the one rule the session page's *Copies on disk* panel and the
+        ``history_lost`` check share, so the page never links a repair the check
+        then denies. None without insertions or without the session row (recovery
+        writes into an existing session only); ``transcript_on_disk_only`` (its
+        JSONL import) when only ``sessions/<id>.jsonl`` holds what the store lacks
+        (docs/store.md §12.2); else ``history_lost`` (``recover_messages``)."""
+        if not self.insertions or not session_exists:
+            return None
+        if {p.kind for p, _ in self.holding_missing()} == {"jsonl"}:
+            return "transcript_on_disk_only"
+        return "history_lost"
+
     def holding_missing(self) -> list[tuple[Provenance, int]]:
         """``(copy, messages it holds that the store lacks)`` for every such copy."""
         return [(c.copy.provenance, c.missing_count) for c in self.comparisons if c.missing_count]
