@@ -31,6 +31,12 @@ bind = [os.environ.get("HERMES_ADMIN_BIND", "127.0.0.1:8000")]
 workers = int(os.environ.get("HERMES_ADMIN_WORKERS", "3"))
 timeout = int(os.environ.get("HERMES_ADMIN_TIMEOUT", "120"))
 graceful_timeout = 30
+# gunicorn 25.1+ opens a control socket for ``gunicornc`` by default, at
+# $XDG_RUNTIME_DIR/gunicorn.ctl or ~/.gunicorn/gunicorn.ctl: one path for every
+# instance of the user (a second dashboard, a test server) and left behind after a
+# crash. Nothing here uses gunicornc (restarts go through systemd or a signal), so
+# it is off (gunicorn's ``control_socket_disable``, ``--no-control-socket``).
+control_socket_disable = True
 accesslog = "-"  # one line per request on stdout, as the development server printed
 errorlog = "-"
 

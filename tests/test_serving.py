@@ -50,8 +50,10 @@ def served(tmp_path):
     port = free_port()
     env = dict(os.environ, PORT=str(port), HERMES_ADMIN_DATA=str(tmp_path / "data"),
                HERMES_ROOTS=str(copy_home(tmp_path / "hermes")), HERMES_ADMIN_PASSWORD=PASSWORD,
-               HERMES_ADMIN_LOGIN_FAILURES="2", HERMES_ADMIN_WORKERS="2")
-    for name in ("DATABASE_URL", "HERMES_HOME", "HERMES_ADMIN_DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE", "HERMES_ADMIN_RELOAD"):
+               HERMES_ADMIN_LOGIN_FAILURES="2", HERMES_ADMIN_WORKERS="2", HOME=str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    for name in ("DATABASE_URL", "HERMES_HOME", "HERMES_ADMIN_DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE", "HERMES_ADMIN_RELOAD",
+                 "XDG_RUNTIME_DIR"):
         env.pop(name, None)
     log = tmp_path / "dashboard.log"
     with open(log, "wb") as out:
@@ -125,6 +127,9 @@ def test_dashboard_sh_serves_with_gunicorn(served):
     assert "Created the superuser admin" in text and "Booting worker" in text
     assert '"GET /login/ HTTP/1.1" 200' in text  # gunicorn's access log
     assert "runserver" not in text and "development server" not in text.lower()
+    # No gunicorn control socket in $HOME (~/.gunicorn/gunicorn.ctl): it is off.
+    home = log.parent / "home"  # the server's HOME (the fixture's)
+    assert home.is_dir() and not (home / ".gunicorn").exists() and "Control server" not in text
 
 
 def test_reload_is_a_development_option():
@@ -136,6 +141,7 @@ def test_reload_is_a_development_option():
     assert plain.returncode == 0, plain.stderr
     assert re.search(r"^reload\s+= False$", plain.stdout, re.M)
     assert re.search(r"^wsgi_app\s+= hermes_admin.wsgi:application$", plain.stdout, re.M)
+    assert re.search(r"^control_socket_disable\s+= True$", plain.stdout, re.M)
     reloading = subprocess.run([gunicorn, "--print-config"], cwd=PROJECT, env=dict(env, HERMES_ADMIN_RELOAD="1"),
                                capture_output=True, text=True, timeout=60)
     assert re.search(r"^reload\s+= True$", reloading.stdout, re.M)
