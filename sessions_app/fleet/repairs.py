@@ -1,4 +1,5 @@
-"""The worker's read API, continued: the repair preview of one finding.
+"""The worker's read API, continued: the repair preview of one finding, and a
+profile's migration plans (JSONL imports, moves to the owning profile).
 
 Runs on the host that holds the store (task ``hermes.read``) through the very
 presenter one host's repair page uses (``presenters.health.repair_preview``: the
@@ -51,3 +52,26 @@ def repair_preview(key: str, session_id: str, check: str, masked: bool = True) -
 
 
 REPAIRS = {"repair_preview": repair_preview}
+
+
+def migration_plans(key: str, masked: bool = True) -> dict:
+    """The migration page of profile ``key`` (``presenters.migration``: JSONL imports
+    and moves to the owning profile, planned now from the store and its files):
+    ``{"rows": [{"action", "session_id", "counts", "summary", "blocked", "notes",
+    "permission", "plan_data": the unmasked plan dict}]}``, texts masked when
+    ``masked``. Applying is a fleet ``apply`` run of the chosen ``plan_data``."""
+    from ..actions.registry import ACTIONS
+    from ..presenters.migration import _row, migration_plans as plans_of
+
+    store = worker.store_for("read", key)
+    masked = _bool(masked, "masked")
+    rows = []
+    for plan in plans_of(store):
+        row = _row(plan, masked)
+        rows.append({"action": plan.action, "session_id": plan.session_id, "counts": row["counts"],
+                     "summary": row["summary"], "blocked": row["blocked"], "notes": row["notes"],
+                     "permission": ACTIONS[plan.action].permission, "plan_data": asdict(plan)})
+    return plain({"rows": rows})
+
+
+REPAIRS["migration_plans"] = migration_plans

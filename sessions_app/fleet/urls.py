@@ -16,6 +16,7 @@ urlpatterns = [
     path("p/<str:profile>/", views.profile_detail, name="fleet_profile"),
     path("p/<str:profile>/heal/", views.heal_profile, name="fleet_heal"),
     path("p/<str:profile>/prune/", views_prune.prune_page, name="fleet_prune"),
+    path("p/<str:profile>/migrate/", views_repair.migrate_profile, name="fleet_migrate"),
     path("p/<str:profile>/prune/apply/", views_prune.prune_apply, name="fleet_prune_apply"),
     path("p/<str:profile>/trash/<str:entry_id>/restore/", views_remote.restore_entry, name="fleet_restore"),
     path("p/<str:profile>/s/<path:session_id>/export.<str:fmt>", views_remote.session_export,

@@ -1,4 +1,5 @@
-"""Fleet pages that repair a remote profile: one finding's preview and apply.
+"""Fleet pages that repair a remote profile: one finding's preview and apply, and
+the migration page (JSONL imports, moves to the owning profile).
 
 The preview is read on the host (``repair_preview`` of :mod:`.repairs`, a
 ``hermes.read`` task with the fleet timeout); the plan it returns is signed here
@@ -17,15 +18,17 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import runs
 from ..actions.registry import ACTIONS
 from ..checks.registry import BY_CODE as CHECKS
 from ..presenters.changes import change_table
+from ..presenters.migration import MIGRATION_CHECKS, may_apply
 from ..secrets import masking_for
 from ..views.common import refuse_token, require_perm
 from ..views.health import PLAN_MAX_AGE, PLAN_SALT, REPAIR_REFUSED
+from ..views.migration import MIGRATION_REFUSED, PLANS_MAX_AGE, PLANS_SALT
 from . import client
 from .views import _remote
 
@@ -81,5 +84,54 @@ def repair_apply(request, profile, session_id):
         return redirect("fleet_session", profile, session_id)
     run = runs.create("apply", runs.FLEET_TRIGGER, actor=request.user, request_address=request.META.get("REMOTE_ADDR"),
                       profiles=[profile], plans=[data], only=[data.get("check")], total=1)
+    client.start_run(run, view.name)
+    return redirect("run", run.pk)
+
+
+@require_http_methods(["GET", "POST"])
+@require_perm("view_dashboard")
+def migrate_profile(request, profile):
+    """``/fleet/p/<key>/migrate/``. GET: the profile's migration plans, read now on
+    its host; POST: the signed plans (one host's token, ``views.migration``) as a
+    fleet ``apply`` run on the host's queue (``migrate_transcripts``' work, there)."""
+    view, _local = _remote(profile)
+    if request.method == "POST":
+        return _migrate_apply(request, view, profile)
+    answer = client.ask(view, "migration_plans", key=profile, masked=masking_for(request.user))
+    context = {"host": view, "key": profile, "answer": answer, "can_run": request.user.has_perm("sessions_app.run_heal")}
+    if not answer.ok:
+        return render(request, "fleet/migrate.html", context, status=503)
+    rows = answer.data["rows"]
+    for row in rows:
+        row["allowed"] = request.user.has_perm(f"sessions_app.{row['permission']}")
+    ready = [r["plan_data"] for r in rows if not r["blocked"] and r["allowed"]]
+    context.update(imports=[r for r in rows if r["action"] == "import_jsonl_transcript"],
+                   moves=[r for r in rows if r["action"] == "move_to_owner_store"], ready=len(ready),
+                   token=signing.dumps(ready, salt=PLANS_SALT, compress=True) if ready and view.reachable else None)
+    return render(request, "fleet/migrate.html", context)
+
+
+def _migrate_apply(request, view, profile):
+    if not request.user.has_perm("sessions_app.run_heal"):
+        raise PermissionDenied
+    try:
+        data = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLANS_MAX_AGE)
+    except signing.SignatureExpired:
+        flash.warning(request, "Those plans are more than an hour old; here they are again, planned afresh.")
+        return redirect("fleet_migrate", profile)
+    except signing.BadSignature:
+        return refuse_token(request, MIGRATION_REFUSED, "invalid migration plans (forged or corrupted token)",
+                            profile=profile)
+    if not isinstance(data, list) or not data or \
+            any(not isinstance(d, dict) or d.get("profile") != profile for d in data):
+        return refuse_token(request, MIGRATION_REFUSED, "the migration plans belong to another profile",
+                            profile=profile)
+    if not all(may_apply(request.user, d.get("action", "")) for d in data):
+        raise PermissionDenied
+    if not view.reachable:
+        flash.error(request, f"Host {view.name} is unreachable ({view.why}); nothing was migrated.")
+        return redirect("fleet_profile", profile)
+    run = runs.create("apply", runs.FLEET_TRIGGER, actor=request.user, request_address=request.META.get("REMOTE_ADDR"),
+                      profiles=[profile], plans=data, only=list(MIGRATION_CHECKS), total=len(data))
     client.start_run(run, view.name)
     return redirect("run", run.pk)
