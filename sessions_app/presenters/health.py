@@ -18,6 +18,7 @@ from ..secrets import Masker, masker_for
 from ..stores import liveness
 from . import NotFound
 from .changes import ChangeTable, change_table
+from .damage import known_damage
 
 SHOWN_PER_CHECK = 200  # rows of one check on the page; the rest are counted
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -55,6 +56,7 @@ class HealthPage:
     counts: dict
     entry: dict
     catalog: list
+    damage: dict | None = None  # presenters.damage.known_damage: no heal or migration offered then
 
 
 def health_page(store, *, user) -> HealthPage:
@@ -94,7 +96,9 @@ def health_page(store, *, user) -> HealthPage:
     ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9),
                                                      rank(getattr(g["check"], "heal", None)), g["code"]))
     return HealthPage(health=health, groups=ordered, counts=health.counts(), entry=health.entry,
-                      catalog=sorted(CHECKS.values(), key=lambda c: c.code))
+                      catalog=sorted(CHECKS.values(), key=lambda c: c.code),
+                      damage=None if health.stale else known_damage(
+                          health.findings, health.entry.get("status"), health.entry.get("error") or ""))
 
 
 SHOWN_PLANNED = 50  # planned repairs listed on the heal page; the rest are counted

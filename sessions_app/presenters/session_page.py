@@ -31,7 +31,7 @@ from ..checks import Finding, run_store_checks
 from ..checks.ownership import collision_profiles
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import SEVERITY_ORDER as SEVERITY_RANK
-from ..health import ProfileHealth, latest
+from ..health import ProfileHealth, latest, staleness
 from ..secrets import masker_for
 from ..stores import jsonl, registry
 from ..stores import liveness as live_mod
@@ -41,6 +41,7 @@ from ..stores.session_info import session_row, system_prompt, usage_rows
 from ..stores.transcript import TranscriptPage
 from ..stores.transcript import for_store as transcript_for
 from . import NotFound
+from .damage import known_damage
 from .labels import Field, facts
 
 # A session's own checks read every row of it (seconds for 300,000 rows): above this
@@ -108,6 +109,7 @@ class SessionPage:
     live_check_rows: int
     flags: dict = field(default_factory=dict)
     notice: str = ""
+    damage: dict | None = None  # presenters.damage.known_damage: no write controls then
 
 
 def session_page(store, session_id: str, *, user, size: int = 100, after: int | None = None,
@@ -172,7 +174,16 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         findings_stored=stored, findings_run=health.run if stored else None, liveness=box,
         jsonl_name=_jsonl_name(store, session_id), other_copies=other_copies(store, session_id, health),
         live_check_rows=LIVE_CHECK_ROWS, flags=flags, notice=notice,
+        damage=_damage(store, findings, health),
     )
+
+
+def _damage(store, findings, health) -> dict | None:
+    """The store's known damage: this page's findings, else the latest pass's while the
+    store's files are as that pass found them (a salvaged store is not held against)."""
+    if staleness(store, health):
+        return known_damage(findings)
+    return known_damage([*findings, *health.findings], health.entry.get("status"), health.entry.get("error") or "")
 
 
 RAW_FIELDS = ("content", "reasoning", "reasoning_content")

@@ -11,6 +11,7 @@ from django.db import DatabaseError
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 
+from ..presenters.damage import known_damage
 from ..stores import registry
 from ..stores.connection import classify_error
 from ..stores.store import Store, StoreStatus, _log_once
@@ -20,7 +21,12 @@ def render_store_error(request, store: Store, status: StoreStatus):
     """The store's own error page: what is wrong, why, and what to do (HTTP 503)."""
     if status.status != "missing":
         _log_once(store.path, status.status, status.reason)
-    response = render(request, "sessions/store_error.html", {"store": store, "status": status}, status=503)
+    response = render(request, "sessions/store_error.html",
+                      {"store": store, "status": status, "damage": known_damage(status=status.status, reason=status.reason)},
+                      status=503)
+    # Logged once per store and problem above (ground rule 9): Django's request logger
+    # would add an ERROR for every view of a store known busy or damaged.
+    response._has_been_logged = True
     if status.status == "busy":
         response["Retry-After"] = "5"
     return response

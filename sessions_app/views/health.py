@@ -49,7 +49,7 @@ def profile_health(request, store):
     page = health_page(store, user=request.user)
     return render(request, "sessions/health.html", {
         "store": store, "health": page.health, "groups": page.groups, "counts": page.counts,
-        "entry": page.entry, "catalog": page.catalog,
+        "entry": page.entry, "catalog": page.catalog, "damage": page.damage,
     })
 
 

@@ -1,0 +1,37 @@
+"""Whether a store is known damaged, for the pages that would offer writes to it.
+
+A damaged store gets no write control (rename, flags, heal, migration): writing can
+make SQLite damage worse, and the guarded write fails there anyway ("database disk
+image is malformed") after leaving a failed audit event. The pages say why instead,
+with the one salvage advice of the matching check (docs/store.md §11.4, damage met at
+runtime; docs/architecture.md §7).
+"""
+
+from __future__ import annotations
+
+from ..checks.registry import BY_CODE as CHECKS
+
+# Checks whose finding means the file itself is damaged (not busy, not a missing index).
+DAMAGE_CHECKS = ("store_corrupt", "schema_malformed")
+
+
+def known_damage(findings=(), status: str | None = None, reason: str = "") -> dict | None:
+    """The store's damage as the page knows it, or None.
+
+    ``findings``: Finding objects or finding dicts (of a live check or the latest pass);
+    ``status``/``reason``: a readiness or a pass's store status (``"corrupt"`` counts).
+    Returns ``{"check": code, "title", "detail", "next_step"}``; no store is opened."""
+    for finding in findings:
+        code = finding["check"] if isinstance(finding, dict) else finding.check
+        if code in DAMAGE_CHECKS:
+            detail = finding["detail"] if isinstance(finding, dict) else finding.detail
+            return _damage(code, detail)
+    if status == "corrupt":
+        return _damage("schema_malformed" if reason.startswith("SQLite refuses the schema") else "store_corrupt",
+                       reason)
+    return None
+
+
+def _damage(code: str, detail: str) -> dict:
+    check = CHECKS[code]
+    return {"check": code, "title": check.title, "detail": detail, "next_step": check.next_step}
