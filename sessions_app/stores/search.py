@@ -73,6 +73,7 @@ class Results:
     hits: list[Hit] = field(default_factory=list)
     next_before: int | None = None  # rowid for the next (older) page, None at the end
     stale: int = 0  # index rows whose message no longer exists
+    superseded: int = 0  # hidden originals a recovery or import wrote again (not shown: the live copy is the hit)
 
 
 def terms(text: str) -> list[tuple[str, bool]]:
@@ -221,7 +222,11 @@ def _search(conn, columns, session_columns, expression: str, limit: int, before:
         smarks = ",".join("?" * len(sids))
         for row in conn.execute(f"SELECT {', '.join(wanted)} FROM sessions WHERE id IN ({smarks})", sids):
             sessions[row[0]] = dict(zip(wanted, row))
+    superseded = _superseded(conn, present, [i for i, r in found.items() if r[4] not in (None, 1) and r[5] != 1])
     for rowid, snippet in rows:
+        if rowid in superseded:
+            results.superseded += 1
+            continue
         msg = found.get(rowid)
         if msg is None:
             results.stale += 1
@@ -231,6 +236,25 @@ def _search(conn, columns, session_columns, expression: str, limit: int, before:
         results.hits.append(Hit(id=rowid, session_id=sid, role=role, timestamp=ts, state=state,
                                 parts=split_snippet(snippet), session=sessions.get(sid)))
     return results
+
+
+def _superseded(conn, present: set, ids: list[int]) -> set[int]:
+    """Of the rewound rows ``ids``, those a recovery or JSONL import wrote again:
+    ``actions.transcript_order`` copies a later row byte for byte (every column but
+    ``id`` and the display ones) and hides the original, so the original has a
+    visible twin after it in its session with the same role, content, tool calls
+    and timestamp. That twin is the live message and a hit of its own; the
+    original is not shown as a second one. A row rewound by /undo has no such twin
+    (a retyped question has its own timestamp) and stays a "rewound" hit."""
+    if not ids:
+        return set()
+    same = " AND ".join(f"v.{c} IS m.{c}" for c in ("role", "content", "tool_calls", "tool_name", "timestamp")
+                        if c in present)
+    marks = ",".join("?" * len(ids))
+    return {r[0] for r in conn.execute(
+        f"SELECT m.id FROM messages m WHERE m.id IN ({marks}) AND EXISTS (SELECT 1 FROM messages v "
+        f"WHERE v.session_id = m.session_id AND v.id > m.id AND (v.active IS NULL OR v.active = 1) AND {same})",
+        ids)}
 
 
 COUNT_CAP = 10_000  # matches counted at most (as the sessions list counts its rows)

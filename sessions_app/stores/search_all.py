@@ -80,6 +80,7 @@ class ProfileResults:
     count_capped: bool = False
     more: bool = False
     stale: int = 0
+    superseded: int = 0  # hidden originals of recovered messages left out (search.Results.superseded)
     titles: list[dict] = field(default_factory=list)
     titles_more: bool = False
     coverage: Coverage | None = None
@@ -194,6 +195,7 @@ def search_store(store: Store, text: str, limit: int = 20, texts: bool = False) 
                 out.problem = exc
             else:
                 out.hits, out.more, out.stale = results.hits, results.next_before is not None, results.stale
+                out.superseded = results.superseded
                 out.groups = group_by_lineage(conn, caps.columns("sessions"), out.hits)
                 if texts:
                     out.texts = indexed_texts(conn, caps.columns("messages"), [h.id for h in out.hits])

@@ -11,6 +11,8 @@ from sessions_app.actions.registry import plan_for
 from sessions_app.checks import run_store_checks
 from sessions_app.models import AuditEvent
 from sessions_app.stores import registry
+from sessions_app.stores.recovery.panel import copies_panel
+from sessions_app.stores.search import search
 
 import pytest
 
@@ -68,6 +70,24 @@ def test_a_session_deleted_under_a_live_agent_gets_its_turns_back(hermes_home, u
     assert event.backup_path and str(snapshot) in event.reason and before[:12] in event.reason
     assert event.plan["params"]["sources"][0]["sha256"] == before
     assert not [f for f in report["profiles"][0]["findings"] if f["check"] == "history_lost"]
+
+    # The copies add up afterwards: the backup taken before the write holds the two
+    # rows the store had, now matched by their visible copies, not the hidden originals.
+    panel = copies_panel(s, SID)
+    assert panel.recoverable == 0 and panel.repair_check is None
+    for c in panel.copies:
+        assert c.message_count == c.present + c.missing + c.differing + c.merged, c
+    [backup] = [c for c in panel.copies if c.kind == "backup"]
+    assert (backup.message_count, backup.present, backup.hidden, backup.missing) == (2, 2, 0, 0)
+    # Search shows each message once: the originals the recovery hid are not hits of their own.
+    with s.read() as conn:
+        caps = s.capabilities(conn)
+        found = search(conn, caps.columns("messages"), caps.columns("sessions"), "Question")
+    mine = [h for h in found.hits if h.session_id == SID]
+    assert sorted(h.id for h in mine) == sorted(
+        r[0] for r in sqlite3.connect(s.path).execute(
+            "SELECT id FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (SID,)))
+    assert len(mine) == 4 and {h.state for h in mine} == {"active"} and found.superseded == 1
 
     again = heal_default(hermes_home)
     assert not [a for a in again["profiles"][0]["actions"] if a["action"] == "recover_messages"]

@@ -245,3 +245,16 @@ def test_hit_count_follows_writes_to_the_store(admin_client, hermes_home):
     assert total() == 1 and total() == 1
     add_message(hermes_home, "another quokkaword")
     assert total() == 2
+
+
+def test_a_message_rewound_by_undo_is_still_a_hit_marked_rewound(admin_client, hermes_home):
+    """Only originals a recovery wrote again (a visible byte-identical twin after them)
+    are left out of search (tests/actions/test_recover_messages.py); a turn 0.19's
+    own /undo rewound has no twin and stays findable, marked."""
+    db = f"file:{hermes_home}/profiles/edge/state.db?mode=ro"
+    with sqlite3.connect(db, uri=True) as conn:
+        [(rewound,)] = conn.execute("SELECT id FROM messages WHERE session_id = ? AND active = 0 AND compacted = 0 "
+                                    "AND content LIKE '%PostgreSQL, but angry%'", (ids("edge")["undo"],)).fetchall()
+    html = html_of(admin_client.get('/p/edge/search/?q="PostgreSQL, but angry"'))
+    assert str(rewound) in hits(html) and f"#{rewound} · user" in html and " · rewound</span>" in html
+    assert "hidden original" not in html

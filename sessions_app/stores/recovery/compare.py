@@ -4,7 +4,9 @@ Matching is the JSONL import's (``stores.jsonl``): role, content, tool call id
 and tool calls, the tool name too when both name one; ordered, as the longest
 common subsequence of the copy's messages and the session's rows in
 ``messages.id`` order (ground rule 10), every row counted (a message matched by a
-hidden row, rewound by /undo or compacted, is in the store, not lost).
+hidden row, rewound by /undo or compacted, is in the store, not lost; when a
+visible row matches as well, as the copy a recovery wrote of a hidden original,
+the visible one is taken).
 
 Between two matched messages (an *anchor* pair) there is a *gap*: the copy's
 unmatched messages there and the store's unmatched visible rows there.
@@ -159,6 +161,28 @@ def _lcs(entries: list[Entry], rows: list[StoreMessage]) -> list[tuple[int, int]
     return pairs
 
 
+def _pairs(entries: list[Entry], rows: list[StoreMessage]) -> list[tuple[int, int]]:
+    """The LCS pairs, visible rows preferred: a recovery or import hides the
+    originals it writes again (``actions.transcript_order``), so a copy of the
+    conversation matches both the hidden originals and their visible copies
+    equally well; matched to the originals it would read as "in the store, hidden"
+    only. Visible rows are matched first, then each gap's hidden rows; that result
+    is taken unless it matches fewer messages than the plain LCS over every row."""
+    full = _lcs(entries, rows)
+    shown = [j for j, r in enumerate(rows) if r.visible]
+    if len(shown) == len(rows):
+        return full
+    first = [(i, shown[k]) for i, k in _lcs(entries, [rows[j] for j in shown])]
+    out: list[tuple[int, int]] = []
+    for (pi, pj), (ni, nj) in zip([(-1, -1), *first], [*first, (len(entries), len(rows))]):
+        hidden = [j for j in range(pj + 1, nj) if not rows[j].visible]
+        if hidden and ni - pi > 1:
+            out += [(pi + 1 + i, hidden[k]) for i, k in _lcs(entries[pi + 1:ni], [rows[j] for j in hidden])]
+        if ni < len(entries):
+            out.append((ni, nj))
+    return out if len(out) >= len(full) else full
+
+
 def _merged_runs(entries: list[Entry], rows: list[StoreMessage]) -> tuple[list[Merged], set[int], set[int]]:
     """Copy user messages in a gap that equal consecutive user rows of the gap
     joined by a blank line (up to :data:`MERGE_RUN` rows); returns them (positions
@@ -188,7 +212,7 @@ def compare(rows: list[StoreMessage], copy: Copy) -> Comparison:
     """``copy`` against the session's ``rows`` (module docstring)."""
     entries = copy.entries
     result = Comparison(copy)
-    pairs = _lcs(entries, rows)
+    pairs = _pairs(entries, rows)
     for i, j in pairs:
         result.pairs.append((entries[i].index, rows[j].id))
         if not rows[j].visible:

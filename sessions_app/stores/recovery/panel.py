@@ -46,7 +46,8 @@ class CopyItem:
 @dataclass
 class CopyPanelRow:
     """One copy: file ``name``, ``path``, ``kind`` and its label, ``mtime`` epoch s,
-    ``message_count``, counts by status, ``complete``/``error``, ``items``
+    ``message_count``, counts by status (``message_count`` = ``present`` +
+    ``missing`` + ``differing`` + ``merged``, ``hidden`` counted in ``present``), ``complete``/``error``, ``items``
     (capped at :data:`ITEM_CAP`, ``items_total`` the whole number)."""
 
     name: str
@@ -55,7 +56,8 @@ class CopyPanelRow:
     kind_label: str
     mtime: float
     message_count: int
-    present: int
+    present: int  # matched by a store row, visible or hidden (``hidden`` of them)
+    hidden: int
     missing: int
     differing: int
     merged: int
@@ -125,7 +127,7 @@ def _row(comp, previews: bool, masked: bool) -> CopyPanelRow:
     name = copy.path.name if copy.kind not in ("backup", "trash") else "/".join(copy.path.parts[-2:])
     return CopyPanelRow(
         name, str(copy.path), copy.kind, KIND_LABELS.get(copy.kind, copy.kind), copy.mtime, copy.message_count,
-        len(comp.pairs) - len(comp.hidden), comp.missing_count, sum(len(d.indexes) for d in comp.differing),
+        len(comp.pairs), len(comp.hidden), comp.missing_count, sum(len(d.indexes) for d in comp.differing),
         len(comp.merged), sum(1 for x in comp.extra if x["where"] == "inside"), copy.complete, copy.error,
         copy.sha256, items, total)
 
