@@ -12,6 +12,9 @@ each. Rules (docs/store.md, Retention pruning):
   goes as one unit, one trash entry;
 - **pinned** sessions are always spared (column ``pinned`` where the store has
   it): a unit with a pinned segment or delegate child stays;
+- **archived** sessions are spared unless ``criteria.include_archived`` (column
+  ``archived``, 0.17.0 on; upstream's ``hermes sessions prune`` does the same): a
+  unit with an archived segment or delegate child stays, reason ``archived``;
 - **liveness** per session (ground rule 6): any evidence, recent activity of a
   session its writer ended included, spares the unit; a child the deletion would
   detach that is live or maybe live spares it too. Nothing is overridden in bulk;
@@ -175,6 +178,7 @@ def plan_units(store: Store, conn, caps, criteria: Criteria, now: float | None =
     ids = [s for _, lin, dels in pending for s in lin + dels]
     ended = retention.column_values(conn, caps, "ended_at", ids)
     pinned = {k for k, v in retention.column_values(conn, caps, "pinned", ids).items() if v}
+    archived = archived_among(conn, caps, criteria, ids)
     index = live_mod.live_sessions(store, conn, caps, now)
     stats = retention.message_stats(conn, ids)
     staying: dict[str, str] = {}  # root of a spared unit -> why
@@ -184,7 +188,7 @@ def plan_units(store: Store, conn, caps, criteria: Criteria, now: float | None =
         if root in covered:
             continue  # a delegate of another unit's session: judged with that unit
         unit_ids = lineage + delegates
-        spare = _spare_reason(unit_ids, delegates, ended, pinned, index, graph)
+        spare = _spare_reason(unit_ids, delegates, ended, pinned, index, graph) or _archived_reason(unit_ids, archived)
         if spare is None and root in held_by:
             spare = ("pinned", f"a delegate child of the pinned session {held_by[root]}: the pin keeps the work it "
                                "delegated too")
@@ -214,6 +218,22 @@ def plan_units(store: Store, conn, caps, criteria: Criteria, now: float | None =
         unit.files = sum(len(files.get(s, ())) for s in unit.ids)
     out.units.sort(key=lambda u: (u.ended_at if u.ended_at is not None else 0.0, u.root))
     return out
+
+
+def archived_among(conn, caps, criteria: Criteria, ids: list[str]) -> set[str]:
+    """Those of ``ids`` that are archived and so stay (empty with
+    ``criteria.include_archived`` or on a store without the ``archived`` column)."""
+    if criteria.include_archived:
+        return set()
+    return {k for k, v in retention.column_values(conn, caps, "archived", ids).items() if v}
+
+
+def _archived_reason(unit_ids, archived: set[str]) -> tuple[str, str] | None:
+    held = sorted(s for s in unit_ids if s in archived)
+    if not held:
+        return None
+    return "archived", (f"archived ({', '.join(held[:3])}): as upstream's `hermes sessions prune`, a prune spares "
+                        "archived sessions unless archived sessions are included (--include-archived)")
 
 
 def _spare_reason(unit_ids, delegates, ended, pinned, index, graph) -> tuple[str, str] | None:
@@ -345,6 +365,9 @@ def qualify(store: Store, conn, caps, plan: DeletePlan, criteria: Criteria, now:
     by = pinned_delegators(conn, caps, [plan.session_id])
     if by:
         return Spared(ids, "pinned", f"a delegate child of the pinned session {by[plan.session_id]}: spared")
+    archived = _archived_reason(ids, archived_among(conn, caps, criteria, ids))
+    if archived:
+        return Spared(ids, *archived)
     open_delegates = [d for d in delegates if ended.get(d) is None]
     if open_delegates:
         return Spared(ids, "open_delegate", f"delegate child {', '.join(open_delegates[:3])} has not ended")
@@ -401,7 +424,7 @@ class PruneWrite(Write):
         ctx.outcome.report = self.report()
         if not plans:
             reasons = "; ".join(f"{', '.join(s.session_ids[:2])}: {s.detail}" for s in spared[:3])
-            if any(s.reason in ("live", "maybe_live", "routed", "pinned") for s in spared):
+            if any(s.reason in ("live", "maybe_live", "routed", "pinned", "archived") for s in spared):
                 raise Refused(f"no session of this batch may go now ({reasons})")
             raise Skip(f"nothing of this batch to prune any more ({reasons})")
 

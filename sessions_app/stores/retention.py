@@ -48,6 +48,10 @@ class Criteria:
     sources: tuple[str, ...] = ()
     empty: bool = False
     match: str = ""
+    # Not a criterion (it selects nothing by itself): archived sessions the criteria
+    # select are spared unless this is set, as upstream's `hermes sessions prune
+    # --include-archived` (docs/store.md, Retention pruning).
+    include_archived: bool = False
 
     def __post_init__(self):
         days = self.older_than_days
@@ -79,7 +83,8 @@ class Criteria:
         sources = data.get("sources") or []
         if not isinstance(sources, list):
             raise CriteriaError("malformed criteria")
-        return cls(days, tuple(sources), bool(data.get("empty")), data.get("match") or "")
+        return cls(days, tuple(sources), bool(data.get("empty")), data.get("match") or "",
+                   bool(data.get("include_archived")))
 
     def describe(self) -> str:
         """In words, e.g. ``ended more than 90 days ago, source cron, empty``."""
@@ -92,6 +97,8 @@ class Criteria:
             parts.append("empty (never held a message)")
         if self.match:
             parts.append(f"id or title matching {self.match!r}")
+        if self.include_archived:
+            parts.append("archived sessions included")
         return ", ".join(parts)
 
 

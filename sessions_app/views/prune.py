@@ -46,6 +46,7 @@ class PruneForm(forms.Form):
     source = forms.MultipleChoiceField(required=False)
     empty = forms.BooleanField(required=False, label="empty (never held a message)")
     match = forms.CharField(required=False, max_length=MAX_PATTERN, label="id or title matching")
+    include_archived = forms.BooleanField(required=False, label="include archived sessions (spared otherwise)")
 
     def __init__(self, *args, profiles=(), sources=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -59,7 +60,8 @@ class PruneForm(forms.Form):
         data = super().clean()
         try:
             data["criteria"] = Criteria(data.get("older_than"), tuple(data.get("source") or ()),
-                                        bool(data.get("empty")), (data.get("match") or "").strip())
+                                        bool(data.get("empty")), (data.get("match") or "").strip(),
+                                        bool(data.get("include_archived")))
         except CriteriaError as exc:
             raise forms.ValidationError(str(exc))
         return data

@@ -107,6 +107,24 @@ def test_pinned_sessions_are_spared_and_said_so(home):
     assert 'id="pinned-warning"' in delete and "durable keep" in delete
 
 
+def test_archived_sessions_stay_unless_the_box_is_ticked(home):
+    admin = user("Admin")
+    e = ids("edge")
+    assert admin.post(f"/p/edge/s/{e['long']}/flags/", {"action": "archive"}).status_code == 302
+    html = text(admin.get("/p/edge/prune/", {"older_than": "30"}))
+    assert 'name="include_archived"' in html and "Include archived sessions" in html
+    shown = re.findall(r'<tr data-root="([^"]+)"', html.split('id="hermes-autoprune"')[0])
+    assert e["long"] not in shown and "archived" in html
+    html = text(admin.get("/p/edge/prune/", {"older_than": "30", "include_archived": "on"}))
+    shown = re.findall(r'<tr data-root="([^"]+)"', html.split('id="hermes-autoprune"')[0])
+    assert e["long"] in shown and "archived sessions included" in html
+    response = admin.post("/prune/apply/", {"token": token_of(html)})
+    assert response.status_code == 302
+    run = wait_for(HealRun.objects.get(mode="prune").pk)
+    assert run.status == "done", run.error
+    assert rows(registry.get("edge"), "SELECT COUNT(*) FROM sessions WHERE id = ?", (e["long"],)) == [(0,)]
+
+
 def test_hermes_auto_prune_is_shown_from_config_yaml_and_warned_about_on_restore(home):
     admin = user("Admin")
     d = ids("default")

@@ -10,7 +10,9 @@ PATTERN`` (id or title; ``*``, ``?``, ``[…]``, else a substring). At least one
 needed. Without ``--apply`` nothing is written. With it, every unit (a whole
 compression lineage with its delegate children) goes into the trash as a
 deletion does, restorable, in batches of one transaction each; pinned sessions,
-sessions an agent may hold and lineages not wholly selected stay. The rules and
+sessions an agent may hold and lineages not wholly selected stay, archived
+sessions too unless ``--include-archived`` (as upstream's ``hermes sessions
+prune``; docs/store.md, Retention pruning). The rules and
 the report are in ``actions/prune.py`` and ``actions/prune_run.py``.
 """
 
@@ -64,6 +66,8 @@ class Command(StoreCommand):
                             help="sessions that never held a message (message_count 0 and no row at all)")
         parser.add_argument("--match", default="", metavar="PATTERN",
                             help="id or title matching PATTERN (* ? [...]; without them a substring), any case")
+        parser.add_argument("--include-archived", action="store_true",
+                            help="also prune archived sessions (spared by default, as upstream's hermes sessions prune)")
         parser.add_argument("--apply", action="store_true", help="move what goes into the trash (restorable)")
         parser.add_argument("--batch-size", type=int, default=BATCH_UNITS, metavar="N",
                             help=f"units per transaction (default {BATCH_UNITS})")
@@ -71,7 +75,7 @@ class Command(StoreCommand):
     def criteria(self, options) -> Criteria:
         try:
             found = Criteria(options["older_than"], tuple(dict.fromkeys(options["source"])), options["empty"],
-                             options["match"])
+                             options["match"], options["include_archived"])
         except CriteriaError as exc:
             self.fail(str(exc))
         if not found.given:
