@@ -31,7 +31,8 @@ REPAIR_ALL_MAX = 200
 @dataclass
 class RepairAll:
     """``rows``: one per finding of ``check`` with a repair — ``session_id``,
-    ``session_url``, ``summary`` and either ``blocked`` (why it cannot be applied) or
+    ``session_url``, ``summary`` and either ``blocked`` (why it cannot be applied, ``next_step`` what to do
+    about it or '') or
     ``held`` (the repairs to apply first) or neither (in ``plans``), masked.
     ``plans``: the unmasked plan dicts to sign (at most :data:`REPAIR_ALL_MAX`);
     ``left``: applicable plans beyond that cap; ``unrepaired``: findings of the check
@@ -77,7 +78,7 @@ def repair_all_preview(store, code: str, *, user) -> RepairAll:
             row = {"session_id": finding.session_id, "detail": masker(finding.detail),
                    "session_url": session_url(finding.session_id) if finding.session_id else "",
                    "action": plan.action, "summary": masker(plan.summary), "blocked": masker(plan.blocked),
-                   "held": []}
+                   "next_step": plan.next_step, "held": []}
             if not plan.blocked:
                 row["held"] = sorted(h for h in held.get(finding.session_id, ()) if h in prerequisites(plan.action))
             if not row["blocked"] and not row["held"]:

@@ -135,6 +135,8 @@ def test_before_0_17_an_import_that_would_write_later_rows_again_is_blocked(aged
     html = page.content.decode()
     assert "This repair cannot be applied" in html and 'id="next-step"' in html
     assert "Upgrade this profile&#x27;s Hermes to 0.17 or later" in html and "repair_apply" not in html and "Apply</button>" not in html
+    migration = admin_client.get(reverse("migrate_profile", args=[s.key])).content.decode()
+    assert "Not applicable now" in migration and "What you can do: Upgrade this profile&#x27;s Hermes" in migration
 
     code, report = heal("--profile", profile, "--only", "transcript_on_disk_only", "--apply", "--json")
     [done] = actions(report, profile)
