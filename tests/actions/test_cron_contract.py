@@ -244,3 +244,18 @@ def test_a_held_run_lock_prints_the_json_document_for_every_command(hermes_home,
     assert "another heal run is in progress" in document["error"] and "run #12 by alice" in document["error"]
     assert plain.returncode == 2 and plain.stdout == "" and "another heal run is in progress" in plain.stderr
     assert store(hermes_home, "default").path.stat().st_mtime_ns == before  # nothing written
+
+
+def test_the_three_kinds_of_error_line_the_readme_names(hermes_home, data):
+    """README, cron section: argparse's ``manage.py NAME: error:``, a refusal's
+    ``CommandError:``, a finished run's ``NAME: exit N:``, each exit status as stated."""
+    bad_flag = run_manage(["prune_sessions", "--root", str(hermes_home), "--bogus"], data)
+    assert bad_flag.returncode == 2
+    assert bad_flag.stderr.strip().splitlines()[-1].startswith("manage.py prune_sessions: error: ")
+    refused = run_manage(["prune_sessions", "--root", str(hermes_home), "--profile", "nope", "--empty"], data)
+    assert refused.returncode == 2 and refused.stderr.startswith("CommandError: unknown profile(s): nope")
+    ran = run_manage(["prune_sessions", "--root", str(hermes_home), "--all-profiles", "--older-than", "0"], data)
+    assert ran.returncode == 1 and ran.stderr.strip().startswith("prune_sessions: exit 1: ")
+    readme = (PROJECT / "README.md").read_text()
+    assert all(form in readme for form in ("`manage.py heal_sessions: error: …`", "`CommandError: …`",
+                                           "`heal_sessions: exit N: …`"))

@@ -157,3 +157,15 @@ def test_a_damaged_store_is_corrupt_and_exit_2_whatever_the_criteria(aged_home, 
     assert all(p["status"] == "ok" for p in report["profiles"] if p["profile"] != "laptop")
     code, text = prune_cmd("--profile", "laptop", *criteria)
     assert code == 2 and "laptop" in text and ": corrupt" in text and "would prune" not in text
+
+
+def test_sizes_read_as_on_the_prune_page(aged_home):
+    """One unit convention: the command prints content sizes as the page's
+    ``filesizeformat`` does (1024 bytes is 1.0 KB), never KiB."""
+    from django.template.defaultfilters import filesizeformat
+    code, report = prune_cmd("--profile", "default", "--older-than", "30", "--json")
+    size = report["summary"]["content_bytes"]
+    assert size >= 1024
+    code, text = prune_cmd("--profile", "default", "--older-than", "30")
+    shown = filesizeformat(size).replace("\xa0", " ")
+    assert f"{shown} of content" in text and "KB" in shown and "KiB" not in text

@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import sys
 
+from django.template.defaultfilters import filesizeformat
+
 from ... import runs
 from ...actions.prune import BATCH_ROWS, BATCH_UNITS
 from ...actions.prune_run import Pruner, exit_status, run_prune
@@ -45,11 +47,10 @@ with --json.
 
 
 def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+    """``n`` bytes as the Prune page shows them (Django's ``filesizeformat``: 1024
+    bytes is "1.0 KB"), so the command and the page print the same numbers; plain
+    spaces, not the filter's non-breaking ones, on a terminal."""
+    return filesizeformat(n).replace("\xa0", " ")
 
 
 class Command(StoreCommand):
