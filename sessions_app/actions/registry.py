@@ -44,6 +44,29 @@ for _action in (
     register(_action)
 
 
+# What a page calls each repair (its name shows beside, for the commands' --only).
+TITLES: dict[str, str] = {
+    "recreate_session_row": "Recreate the missing session row",
+    "detach_from_missing_parent": "Detach from the missing parent",
+    "reopen_compression_parent": "Reopen the compression parent",
+    "recount_session": "Recount the session",
+    "hide_duplicates": "Hide the duplicate messages",
+    "close_stale_session": "Close the stale session",
+    "stamp_owner": "Stamp the owning profile",
+    "clear_stale_lease": "Clear the stale turn lease",
+    "inherit_routing_identity": "Inherit the routing identity",
+    "remove_leftover_files": "Archive the leftover files",
+    "import_jsonl_transcript": "Import the JSONL transcript",
+    "move_to_owner_store": "Move to the owner's store",
+    "recover_messages": "Recover the lost messages",
+}
+
+
+def repair_title(name: str) -> str:
+    """The human title of repair ``name`` (the name itself for one without a title)."""
+    return TITLES.get(name, name or "")
+
+
 # Repair -> the repairs that change what it plans from, when they touch the same session
 # (docs/architecture.md §5.2). A repair is applied after those, and planned again from a
 # fresh check once one of them was applied: dropped when that repair already healed it.

@@ -57,6 +57,26 @@ FLAG_COLUMNS = {"archived", "auto_archived", "pinned", "hidden", "active", "comp
 _TIME_SUFFIXES = ("_at", "_until", "_deadline")
 TEXT_LIMIT = 300  # characters of one value shown in a table cell; the rest is cut with "…"
 
+# sessions.end_reason values (docs/store.md §4.1, "end_reason values seen"): what a
+# page says; an unknown value (a newer release's) shows as it is.
+END_REASON_LABELS = {
+    "compression": "compressed", "branched": "branched", "session_reset": "reset",
+    "session_switch": "switched away", "idle": "idle reset", "daily": "daily reset",
+    "suspended": "suspended", "resume_pending_expired": "resume expired", "new_session": "new session",
+    "agent_close": "agent closed", "ws_orphan_reap": "orphan closed (web)",
+    "superseded_by_resume": "superseded by a resume", "startup_orphan_reap": "orphan closed at startup",
+    "tui_shutdown": "TUI shut down", "ws_disconnect": "web disconnected", "idle_timeout": "idle timeout",
+    "lru_evict": "evicted (least recently used)", "tui_close": "closed in the TUI", "cli_close": "closed in the CLI",
+    "webhook_complete": "webhook done", "cron_complete": "cron job done",
+    "orphaned_compression": "compression orphaned", "superseded_by_repair": "superseded by a repair",
+    "user_exit": "user exited", "done": "done",
+}
+
+
+def end_reason_label(value) -> str:
+    """What a page says for an ``end_reason`` value (its raw value when unknown)."""
+    return END_REASON_LABELS.get(value, "" if value is None else str(value))
+
 
 def label(column: str) -> str:
     """The label of ``column``, or its raw name when none is known."""
@@ -116,6 +136,8 @@ def cell(column: str | None, value, limit: int = TEXT_LIMIT) -> Cell:
 def _scalar(column: str | None, value, limit: int) -> Cell:
     if value is None or value == "":
         return Cell("empty")
+    if column == "end_reason" and value in END_REASON_LABELS:
+        return Cell("text", f"{END_REASON_LABELS[value]} ({value})")
     if column in FLAG_COLUMNS and value in (0, 1):  # True/False compare equal to 1/0
         return Cell("flag", "yes" if value else "no")
     if is_number(value) and is_time_column(column):

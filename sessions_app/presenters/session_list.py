@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest
 from ..secrets import masker_for
 from ..stores import registry
 from ..stores.listing import Filters, Page, distinct_sources, list_sessions
+from .labels import end_reason_label
 
 BADGES = 3  # findings shown per row; the rest are counted
 # The liveness column's word for a verdict (stores.liveness): an ended session without
@@ -26,7 +28,8 @@ def list_choices() -> tuple[list, list[str], list[str]]:
 
 @dataclass
 class ListPage:
-    """``page`` rows carry ``findings`` (at most :data:`BADGES`) and ``more_findings``;
+    """``page`` rows carry ``findings`` (at most :data:`BADGES`, each with its check's
+    ``title``), ``more_findings`` and ``end_reason_label`` (an ended row's);
     ``checked`` is the set of profile keys a stored pass covered."""
 
     page: Page
@@ -52,7 +55,11 @@ def list_page(stores, filters: Filters, *, user, limit: int, after=None, before=
         shown = items[:BADGES]
         if masker:  # details may quote store text (titles, JSONL lines)
             shown = [{**f, "detail": masker(f["detail"])} for f in shown]
+        # A badge says the check's title; its code and detail are on hover.
+        shown = [{**f, "title": getattr(CHECKS.get(f["check"]), "title", f["check"])} for f in shown]
         row["findings"], row["more_findings"] = shown, max(len(items) - BADGES, 0)
+        if row.get("end_reason"):
+            row["end_reason_label"] = end_reason_label(row["end_reason"])
         verdict = row.get("liveness", "unknown")
         row["live_label"] = LIVENESS_LABELS.get(verdict) or ("ended" if row.get("ended_at") is not None else "idle")
         row["live_class"] = verdict if verdict in LIVENESS_LABELS else row["live_label"]

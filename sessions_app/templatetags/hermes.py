@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from .. import timefmt
 from ..presenters.changes import change_table as _change_table
 from ..presenters.labels import label as _label
+from ..actions.registry import repair_title as _repair_title
 from ..checks.registry import BY_CODE as CHECKS
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
 from ..bidi import isolate as _isolate
@@ -149,3 +150,9 @@ def check_title(code):
     catalog does not know, e.g. one from an older run)."""
     check = CHECKS.get(code) if isinstance(code, str) else None
     return check.title if check else ""
+
+
+@register.filter
+def repair_title(name):
+    """The human title of a repair ``name`` (``actions.registry.TITLES``)."""
+    return _repair_title(name) if isinstance(name, str) else ""

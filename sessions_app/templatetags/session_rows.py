@@ -41,8 +41,8 @@ def _row(row: dict, url, checked, select: bool) -> str:
     if row.get("profile", "") not in checked:
         out.append('<span class="muted small">not checked</span>')
     for f in row.get("findings") or ():
-        out.append(f'<span class="sev sev-{_v(f.get("severity", ""))}" title="{_v(f.get("detail", ""))}">'
-                   f'{_v(f.get("check", ""))}</span> ')
+        out.append(f'<span class="sev sev-{_v(f.get("severity", ""))} titled" '
+                   f'title="{_v(f.get("check", ""))}: {_v(f.get("detail", ""))}">{_v(f.get("title", f.get("check", "")))}</span> ')
     if row.get("more_findings"):
         out.append(f'<span class="muted small">+{_v(row["more_findings"])}</span>')
     out.append(f'</td>\n      <td dir="auto" data-label="Source">{_v(row.get("source", ""))}</td>\n'
@@ -52,7 +52,8 @@ def _row(row: dict, url, checked, select: bool) -> str:
         out.append(f' title="{"; ".join(conditional_escape(e) for e in row["live_evidence"])}"')
     out.append(f'>{_v(row.get("live_label", ""))}</span>')
     if row.get("live_label") == "ended" and row.get("end_reason"):
-        out.append(f' <span class="muted small">(<bdi>{_v(row["end_reason"])}</bdi>)</span>')
+        out.append(f' <span class="muted small" title="{_v(row["end_reason"])}">'
+                   f'(<bdi>{_v(row.get("end_reason_label") or row["end_reason"])}</bdi>)</span>')
     for flag in ("pinned", "archived", "hidden"):
         if row.get(flag):
             out.append(f' <span class="badge flag-{flag}">{flag}</span>')

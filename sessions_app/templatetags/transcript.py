@@ -22,7 +22,7 @@ from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
-from .hermes import check_title, dash, epoch_utc, pretty_json
+from .hermes import check_title, dash, epoch_utc, pretty_json, repair_title
 
 register = template.Library()
 
@@ -137,11 +137,12 @@ def _health_row(f) -> str:
     heal = f.get("heal")
     if heal and sid and f.get("first"):  # a repair it depends on comes first, and may heal this too
         repair = "".join(f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(d["check"]))}" class="first">'
-                         f'Preview {_v(d["heal"])} first</a> ' for d in f["first"])
+                         f'Preview first: {_v(repair_title(d["heal"]))}</a> <code class="small">{_v(d["heal"])}</code> '
+                         for d in f["first"])
         repair += f'<span class="muted small">it may heal this too ({_v(heal)} is planned again after it)</span>'
     elif heal and sid:
-        repair = (f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(f.get("check", "")))}">Preview '
-                  f'{_v(heal)}</a>')
+        repair = (f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(f.get("check", "")))}">Preview: '
+                  f'{_v(repair_title(heal))}</a> <code class="small">{_v(heal)}</code>')
     elif heal:
         repair = _v(heal)
     elif f.get("check") == "id_collision" and sid:

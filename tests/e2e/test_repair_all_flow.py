@@ -43,7 +43,7 @@ def test_repair_all_duplicates_of_a_profile(logged_in, live_server, hermes_home,
     # The recount of each of these sessions offers the hide first.
     drift = page.locator("#check-counter_drift")
     for sid in dupes:
-        assert "Preview hide_duplicates first" in drift.locator("tr", has_text=sid).inner_text()
+        assert "Preview first: Hide the duplicate messages" in drift.locator("tr", has_text=sid).inner_text()
 
     group.locator("a:has-text('Repair all findings of this kind')").click()
     page.wait_for_url("**/repair-all/duplicate_live_rows/")

@@ -14,7 +14,7 @@ def test_preview_apply_and_watch_the_run(logged_in, live_server, orphaned_long, 
     page = logged_in
     page.goto(f"{live_server.url}/p/default/s/{IDS['long']}/")
     assert page.locator("#findings").inner_text().count("orphan_messages") == 1
-    page.click("text=Preview repair (recreate_session_row)")
+    page.click("text=Preview: Recreate the missing session row")
     assert "Add" in page.locator("table.plan").inner_text()
     page.click("button:has-text('Apply')")
     page.wait_for_url("**/runs/*/")

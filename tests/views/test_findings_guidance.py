@@ -98,13 +98,13 @@ def test_the_hide_is_offered_before_the_recount_it_makes_unneeded(admin_client, 
     drift = health[health.index('id="check-counter_drift"'):]
     row = drift[drift.index(f'>{sid}</code>'):]
     row = row[:row.index("</tr>")]
-    assert f'href="/p/default/s/{sid}/repair/?check=duplicate_live_rows" class="first">Preview hide_duplicates first' in row
-    assert "Preview recount_session</a>" not in row
+    assert f'href="/p/default/s/{sid}/repair/?check=duplicate_live_rows" class="first">Preview first: Hide the duplicate messages' in row
+    assert "Preview: Recount the session</a>" not in row
 
     session = text(admin_client.get(f"/p/default/s/{sid}/"))
     box = session[session.index('id="findings"'):]
     assert box.index("duplicate_live_rows") < box.index("counter_drift")
-    assert "Preview hide_duplicates first</a>" in box and "Preview repair (recount_session)" not in box
+    assert "Preview first: Hide the duplicate messages</a>" in box and "Preview: Recount the session" not in box
 
     preview = text(admin_client.get(f"/p/default/s/{sid}/repair/?check=counter_drift"))
     assert 'class="notice repair-first">Repair first: ' in preview

@@ -57,7 +57,7 @@ def test_repair_preview_apply_and_result(admin_client, home):
     with damage(s) as db:
         db.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
     page = text(admin_client.get(f"/p/default/s/{IDS['long']}/"))
-    assert "orphan_messages" in page and "Preview repair" in page
+    assert "orphan_messages" in page and "Preview: Recreate the missing session row" in page
     preview = text(admin_client.get(f"/p/default/s/{IDS['long']}/repair/?check=orphan_messages"))
     assert "recreate_session_row" in preview and ">Add<" in preview
     token = re.search(r'name="plan" value="([^"]+)"', preview).group(1)
@@ -114,4 +114,4 @@ def test_overview_counts_list_badges_and_health_filter_after_a_check(admin_clien
     listing = text(admin_client.get("/sessions/?check=counter_drift"))
     assert set(re.findall(r'href="/p/([^/]+)/s/([^/]+)/"', listing)) == {("ops", sids["cli_main"]), ("ops", sids["undo"])}
     health = text(admin_client.get("/p/ops/health/"))
-    assert "counter_drift" in health and "Preview recount_session" in health
+    assert "counter_drift" in health and "Preview: Recount the session</a> <code class=\"small\">recount_session</code>" in health

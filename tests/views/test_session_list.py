@@ -153,7 +153,7 @@ def test_liveness_column_says_live_idle_or_ended(admin_client, hermes_home):
     assert "maybe live" in rows.values() and "idle" in rows.values()
     # The holder is gone: the session is ended again (its writer closed it).
     after = {r["id"]: r["Liveness"] for r in rows_of(get(admin_client, "/sessions/?profile=ops&size=200"))}
-    assert after[sid].replace(" ", "") == "ended(cli_close)"
+    assert " ".join(after[sid].replace("(", " ( ").replace(")", " ) ").split()) == "ended ( closed in the CLI )"  # a label
 
 
 def test_a_store_skipped_as_corrupt_is_not_counted(admin_client, hermes_home):
