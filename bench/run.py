@@ -617,6 +617,10 @@ def time_command(home: Path, data: Path, repeat: int) -> dict:
     return {"times": times, "median": median(times), "peak_rss_mb": max(peaks), "status": sorted(codes)}
 
 
+# --ops names that need no server (store-layer operations).
+STORE_ONLY = {"check_pass", "session_checks_big"}
+
+
 def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profiles: list[str],
                  floors: bool = True, only: set | None = None, rounds: int = 15, functions: bool = True) -> dict:
     from bench import pages as pages_mod
@@ -664,36 +668,39 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
     # Stored check passes, then the pages through HTTP, interleaved.
     results["setup"]["passes"] = ensure_passes(home, data, 2)
     servers: dict = {}
+    # Store-layer operations alone (--ops check_pass) start no server.
+    serve = not only or bool(only - STORE_ONLY)
     try:
-        servers["app"] = servers["floor"] = start_app(home, data, setup["cookie"])
-        servers["masked"] = start_app(home, data, setup["cookie"], masked=True, name="hermes-admin-masked")
-        hermes_total = None
-        if hermes:
-            say("  hermes: copying the store for Hermes (backup API), starting `hermes dashboard`")
-            servers["hermes"] = start_hermes(hermes_home_copy(home))
-            hermes_total = _json(servers["hermes"], "/api/sessions?limit=1").get("total", 0)
-            results["hermes"]["_total"] = hermes_total
-        wanted = {name: spec for name, spec in pages_mod.page_specs(manifest, PROFILE, hermes_total).items()
-                  if not only or name in only or name in {COVERED.get(o) for o in only}}
-        results["pages"] = pages_mod.measure(wanted, servers, rounds, slow_repeat, say=say)
-        for system in ("app", "masked", "hermes"):
-            if system in servers:
-                results["pages"].setdefault("_peak_rss_mb", {})[system] = peak_mb(servers[system].pid())
-        # What the interleaved table does not cover, one operation after the other.
-        for profile, ops in specs.items():
-            for name, spec in ops.items():
-                if "page" not in spec or (profile == PROFILE and name in COVERED):
-                    continue
-                n = slow_repeat if spec.get("slow") else repeat
-                say(f"  page {profile}:{name} ×{n}")
-                results["app_page"][f"{profile}:{name}"] = servers["app"].measure(spec["page"], n)
-        if hermes:
-            for name, path in hermes_paths(manifest, hermes_total).items():
-                if name in COVERED or (only and name.removesuffix("_recent") not in only):
-                    continue
-                n = 1 if name == "export_big" else (slow_repeat if "recent" in name or "search" in name else repeat)
-                say(f"  hermes {name} ×{n}")
-                results["hermes"][name] = servers["hermes"].measure(path, n, warmup=0 if name == "export_big" else 1)
+        if serve:
+            servers["app"] = servers["floor"] = start_app(home, data, setup["cookie"])
+            servers["masked"] = start_app(home, data, setup["cookie"], masked=True, name="hermes-admin-masked")
+            hermes_total = None
+            if hermes:
+                say("  hermes: copying the store for Hermes (backup API), starting `hermes dashboard`")
+                servers["hermes"] = start_hermes(hermes_home_copy(home))
+                hermes_total = _json(servers["hermes"], "/api/sessions?limit=1").get("total", 0)
+                results["hermes"]["_total"] = hermes_total
+            wanted = {name: spec for name, spec in pages_mod.page_specs(manifest, PROFILE, hermes_total).items()
+                      if not only or name in only or name in {COVERED.get(o) for o in only}}
+            results["pages"] = pages_mod.measure(wanted, servers, rounds, slow_repeat, say=say)
+            for system in ("app", "masked", "hermes"):
+                if system in servers:
+                    results["pages"].setdefault("_peak_rss_mb", {})[system] = peak_mb(servers[system].pid())
+            # What the interleaved table does not cover, one operation after the other.
+            for profile, ops in specs.items():
+                for name, spec in ops.items():
+                    if "page" not in spec or (profile == PROFILE and name in COVERED):
+                        continue
+                    n = slow_repeat if spec.get("slow") else repeat
+                    say(f"  page {profile}:{name} ×{n}")
+                    results["app_page"][f"{profile}:{name}"] = servers["app"].measure(spec["page"], n)
+            if hermes:
+                for name, path in hermes_paths(manifest, hermes_total).items():
+                    if name in COVERED or (only and name.removesuffix("_recent") not in only):
+                        continue
+                    n = 1 if name == "export_big" else (slow_repeat if "recent" in name or "search" in name else repeat)
+                    say(f"  hermes {name} ×{n}")
+                    results["hermes"][name] = servers["hermes"].measure(path, n, warmup=0 if name == "export_big" else 1)
     finally:
         for server in {id(s): s for s in servers.values()}.values():
             server.stop()
