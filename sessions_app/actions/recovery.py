@@ -105,7 +105,8 @@ class RecoverMessages(Action):
         for c in rp.conflicts:
             sides = "; ".join(f"{os.path.basename(p.source.path)} ({p.source.kind}): "
                               + ", ".join(s["role"] for s in p.summaries) for p in c.proposals)
-            notes.append(f"copies disagree about what follows row {c.after_id}: {sides}; nothing is written there")
+            where = f"row {c.after_id}" if c.after_id is not None else "the start of the session"
+            notes.append(f"copies disagree about what follows {where}: {sides}; nothing is written there")
         for d in rp.differences:
             notes.append(f"{os.path.basename(d['source'].path)} differs from store row(s) "
                          f"{', '.join(map(str, d['row_ids'][:5]))}: reported, never inserted")
