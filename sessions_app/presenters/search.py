@@ -153,7 +153,7 @@ def _count(store, conn, query: str) -> HitCount:
     found = cache.get(key)
     if found is None:
         try:
-            found = count_hits(conn, query)
+            found = count_hits(conn, query, columns=store.capabilities(conn).columns("messages"))
         except sqlite3.OperationalError as exc:
             if str(exc) != "interrupted":
                 raise

@@ -248,19 +248,23 @@ def _superseded(conn, present: set, ids: list[int]) -> set[int]:
     (a retyped question has its own timestamp) and stays a "rewound" hit."""
     if not ids:
         return set()
+    marks = ",".join("?" * len(ids))
+    return {r[0] for r in conn.execute(f"SELECT m.id FROM messages m WHERE m.id IN ({marks}) AND {_twin(present)}",
+                                       ids)}
+
+
+def _twin(present) -> str:
+    """SQL: message ``m`` has a visible byte-identical twin after it (:func:`_superseded`)."""
     same = " AND ".join(f"v.{c} IS m.{c}" for c in ("role", "content", "tool_calls", "tool_name", "timestamp")
                         if c in present)
-    marks = ",".join("?" * len(ids))
-    return {r[0] for r in conn.execute(
-        f"SELECT m.id FROM messages m WHERE m.id IN ({marks}) AND EXISTS (SELECT 1 FROM messages v "
-        f"WHERE v.session_id = m.session_id AND v.id > m.id AND (v.active IS NULL OR v.active = 1) AND {same})",
-        ids)}
+    return ("EXISTS (SELECT 1 FROM messages v WHERE v.session_id = m.session_id AND v.id > m.id "
+            f"AND (v.active IS NULL OR v.active = 1) AND {same})")
 
 
 COUNT_CAP = 10_000  # matches counted at most (as the sessions list counts its rows)
 
 
-def count_hits(conn: sqlite3.Connection, text: str, cap: int = COUNT_CAP) -> tuple[int, int, bool]:
+def count_hits(conn: sqlite3.Connection, text: str, cap: int = COUNT_CAP, columns=()) -> tuple[int, int, bool]:
     """``(messages, sessions, capped)`` matching ``text``: index rows whose message
     exists, counted up to ``cap`` (a doclist walk that stops there, then one primary
     key lookup per row), and the distinct sessions they belong to; ``capped`` True
@@ -269,9 +273,16 @@ def count_hits(conn: sqlite3.Connection, text: str, cap: int = COUNT_CAP) -> tup
     ("interrupted") past the read's query budget."""
     # The subquery walks the index (stopping past ``cap``); messages are joined by
     # primary key so stale index rows (no message any more) are not counted as hits.
-    matched, n, sessions = conn.execute(
-        "SELECT COUNT(*), COUNT(m.id), COUNT(DISTINCT m.session_id) FROM "
+    # With ``columns`` (the store's messages columns) holding ``active``, the hidden
+    # originals search leaves out (:func:`_superseded`) are not counted either.
+    present = set(columns)
+    twins = "0"
+    if "active" in present:
+        rewound = "m.active = 0" + (" AND (m.compacted IS NULL OR m.compacted != 1)" if "compacted" in present else "")
+        twins = f"COALESCE(SUM(CASE WHEN {rewound} AND {_twin(present)} THEN 1 ELSE 0 END), 0)"
+    matched, n, sessions, superseded = conn.execute(
+        f"SELECT COUNT(*), COUNT(m.id), COUNT(DISTINCT m.session_id), {twins} FROM "
         "(SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?) AS f "
         "LEFT JOIN messages m ON m.id = f.rowid",
         (fts_expression(text), cap + 1)).fetchone()
-    return min(n, cap), sessions, matched > cap
+    return min(n - superseded, cap), sessions, matched > cap

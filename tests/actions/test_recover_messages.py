@@ -12,7 +12,7 @@ from sessions_app.checks import run_store_checks
 from sessions_app.models import AuditEvent
 from sessions_app.stores import registry
 from sessions_app.stores.recovery.panel import copies_panel
-from sessions_app.stores.search import search
+from sessions_app.stores.search import count_hits, search
 
 import pytest
 
@@ -83,6 +83,8 @@ def test_a_session_deleted_under_a_live_agent_gets_its_turns_back(hermes_home, u
     with s.read() as conn:
         caps = s.capabilities(conn)
         found = search(conn, caps.columns("messages"), caps.columns("sessions"), "Question")
+        counted, every = count_hits(conn, "Question", columns=caps.columns("messages")), count_hits(conn, "Question")
+    assert counted[0] == every[0] - 1 and counted[1] == every[1]  # the count agrees with the hits shown
     mine = [h for h in found.hits if h.session_id == SID]
     assert sorted(h.id for h in mine) == sorted(
         r[0] for r in sqlite3.connect(s.path).execute(
