@@ -6,11 +6,12 @@ A session id may contain "/", so the bare session route comes last.
 
 from django.urls import path
 
-from . import views, views_prune, views_remote, views_repair
+from . import views, views_export, views_prune, views_remote, views_repair
 
 urlpatterns = [
     path("", views.hosts_page, name="fleet"),
     path("sessions/", views.session_list, name="fleet_sessions"),
+    path("sessions/export.csv", views_export.export_csv, name="fleet_sessions_export_csv"),
     path("search/", views_remote.search_page, name="fleet_search"),
     path("trash/", views_remote.trash_page, name="fleet_trash"),
     path("p/<str:profile>/", views.profile_detail, name="fleet_profile"),

@@ -164,3 +164,23 @@ def test_fleet_check_starts_a_check_on_the_named_host(hosts_up):
     with pytest.raises(SystemExit) as exited:
         call_command("fleet_check", "--host", "nosuch", stdout=StringIO(), stderr=StringIO())
     assert exited.value.code == 1
+
+
+def test_the_fleet_list_exports_every_remote_row_as_csv(hosts_up, admin, monkeypatch):
+    import csv
+    import io
+
+    from sessions_app.fleet import views_export
+
+    monkeypatch.setattr(views_export, "PAGE", 2)  # several read tasks for one profile
+
+    listing = admin.get("/fleet/sessions/").content.decode()
+    assert "/fleet/sessions/export.csv" in listing
+    response = admin.get("/fleet/sessions/export.csv", {"profile": "ops on host-b"})
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    expected = client.ask("host-b", "sessions", filters={"profiles": ["ops on host-b"]}, limit=1).data["count"]
+    assert len(rows) == expected > 1 and {r["profile"] for r in rows} == {"ops on host-b"}
+    assert len({r["id"] for r in rows}) == len(rows)  # each row once across the pages
+    everything = b"".join(admin.get("/fleet/sessions/export.csv").streaming_content).decode()
+    assert " on host-a," in everything and " on host-b," in everything and "# host" not in everything
