@@ -377,9 +377,19 @@ class Store:
             conn.set_progress_handler(None, 0)
             status.messages = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0] or 0
             status.messages_exact = False
-        activity = "COALESCE(last_activity_at, started_at)" if caps.has("sessions", "last_activity_at") else "started_at"
+        # The newest session's last activity as the sessions list computes it
+        # (stores.listing: the column where the store has it, else each session's
+        # newest message, one seek in idx_messages_session per session), not the newest start.
+        # Numbers only: MAX ranks a TEXT value above every number.
+        if caps.has("sessions", "last_activity_at"):
+            value = "COALESCE(s.last_activity_at, s.started_at)"
+        else:
+            value = ("COALESCE((SELECT m.timestamp FROM messages m WHERE m.session_id = s.id "
+                     "ORDER BY m.timestamp DESC LIMIT 1), s.started_at)")
+        activity = (f"SELECT MAX(CASE WHEN typeof(v) IN ('real', 'integer') THEN v END) "
+                    f"FROM (SELECT {value} AS v FROM sessions s)")
         candidates = [
-            conn.execute(f"SELECT MAX({activity}) FROM sessions").fetchone()[0],
+            conn.execute(activity).fetchone()[0],
             # The newest message row by id (rule 10: id order, not timestamps).
             conn.execute("SELECT timestamp FROM messages ORDER BY id DESC LIMIT 1").fetchone(),
         ]
