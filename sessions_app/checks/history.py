@@ -41,12 +41,17 @@ def session_analysis(ctx, session_id: str, *, store_copies: bool = True) -> reco
         listed = scanned.files if scanned is not None else []
         # The rows once per pass, whichever copies are compared with them (the
         # sessions/ files first, then every copy: both on a session page).
-        rows = ctx.memo(f"store_messages:{session_id}",
-                        lambda: recovery.store_messages(ctx.conn, ctx.caps, session_id))
+        rows = memo(f"store_messages:{session_id}",
+                    lambda: recovery.store_messages(ctx.conn, ctx.caps, session_id))
         return recovery.analyse(ctx.store, ctx.conn, ctx.caps, session_id, others=ctx.other_stores,
                                 files=listed, store_copies=store_copies, rows=rows)
 
-    return ctx.memo(f"recovery:{session_id}:{int(store_copies)}", compute)
+    # Kept for the pass only in a one-session run (its page, a repair preview): a
+    # whole pass analyses thousands of sessions, and keeping each one's rows until
+    # the pass ends held ~40 MB per 100,000 messages (505 MB peak on the 1 M-message
+    # bench store, docs/benchmarks.md); there a session analysed twice is read twice.
+    memo = ctx.memo if ctx.session_id is not None else (lambda key, compute: compute())
+    return memo(f"recovery:{session_id}:{int(store_copies)}", compute)
 
 
 def _counter_gaps(ctx) -> dict[str, dict]:
