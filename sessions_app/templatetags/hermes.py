@@ -17,6 +17,7 @@ from ..actions.registry import repair_title as _repair_title
 from ..checks.registry import BY_CODE as CHECKS
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
 from ..bidi import isolate as _isolate
+from ..bidi import plain as _plain
 
 register = template.Library()
 
@@ -138,10 +139,17 @@ def dash(value):
 
 @register.filter(is_safe=True)
 def isolate(value):
-    """A store value for plain-text places (``<title>``, ``<option>``): wrapped in
+    """A store value for plain-text places (``<option>``): wrapped in
     FSI…PDI so an unclosed bidi override in it cannot reorder the text after it
     (``sessions_app.bidi``). In HTML text use ``<bdi>`` or ``dir="auto"`` instead."""
     return _isolate(value)
+
+
+@register.filter
+def title_text(value):
+    """A store value for the page ``<title>``: its text without bidi controls
+    (``sessions_app.bidi.plain``; a tab title shows isolates as they are)."""
+    return _plain(value)
 
 
 @register.filter

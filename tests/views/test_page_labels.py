@@ -57,3 +57,11 @@ def test_end_reasons_show_labels(client, demo):
     seen = {"cron_complete", "cli_close", "startup_orphan_reap"} & set(labelled)
     assert seen, labelled
     assert all(labelled[code] != code for code in seen)
+
+
+def test_page_titles_are_plain_text(client, demo):
+    for url in ("/p/default/", "/p/default/health/", "/p/edge/health/", "/sessions/?profile=default"):
+        body = client.get(url).content.decode()
+        title = re.search(r"<title>(.*?)</title>", body, re.S).group(1)
+        assert not set(title) & {"\u2068", "\u2069", "\u202e"}, (url, title)
+        assert "default" in title or "edge" in title or "Sessions" in title, title
