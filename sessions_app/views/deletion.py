@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from .. import jobs, runs, trash
@@ -265,9 +266,9 @@ def trash_restore(request, entry_id):
     outcome = _deleter(request).restore(store, entry)
     if outcome.status == "applied":
         if outcome.problems:
-            flash.warning(request, outcome.reason)  # committed: the sessions are back; what did not follow
+            flash.warning(request, capfirst(outcome.reason))  # committed: the sessions are back; what did not follow
         else:
-            flash.success(request, outcome.reason)
+            flash.success(request, capfirst(outcome.reason))  # the reason is worded mid-sentence
         _, again = autoprune.would_prune_entry(entry, store)
         if again:
             flash.warning(request, f"Hermes' own auto-prune will delete {len(again)} of these session(s) again at "
