@@ -20,7 +20,7 @@ def test_preview_and_apply_a_recovery(logged_in, live_server, hermes_home, setti
 
     page = logged_in
     page.goto(f"{live_server.url}/p/default/s/{SID}/")
-    page.wait_for_selector("#copies")  # the panel swaps in through htmx
+    page.wait_for_selector("#copies table.copies")  # the panel swaps in through htmx (the placeholder has the id too)
     panel = page.locator("#copies").inner_text()
     assert f"session_{SID}.json" in panel and "can be recovered" in panel
     page.click("#preview-recovery")
