@@ -78,6 +78,15 @@ def end_reason_label(value) -> str:
     return END_REASON_LABELS.get(value, "" if value is None else str(value))
 
 
+def money(value) -> str:
+    """A USD amount as a page shows it: two decimals, four below a cent ("0.0034"),
+    thousands separated; a value that is not a number as it is."""
+    if not is_number(value) or isinstance(value, bool):
+        return "" if value is None else str(value)
+    value = float(value)
+    return f"{value:,.4f}" if 0 < abs(value) < 0.01 else f"{value:,.2f}"
+
+
 def label(column: str) -> str:
     """The label of ``column``, or its raw name when none is known."""
     return COLUMN_LABELS.get(column, column)
@@ -136,6 +145,8 @@ def cell(column: str | None, value, limit: int = TEXT_LIMIT) -> Cell:
 def _scalar(column: str | None, value, limit: int) -> Cell:
     if value is None or value == "":
         return Cell("empty")
+    if column and column.endswith("_cost_usd") and is_number(value) and not isinstance(value, bool):
+        return Cell("text", money(value))
     if column == "end_reason" and value in END_REASON_LABELS:
         return Cell("text", f"{END_REASON_LABELS[value]} ({value})")
     if column in FLAG_COLUMNS and value in (0, 1):  # True/False compare equal to 1/0

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from .. import timefmt
 from ..presenters.changes import change_table as _change_table
 from ..presenters.labels import label as _label
+from ..presenters.labels import money as _money
 from ..actions.registry import repair_title as _repair_title
 from ..checks.registry import BY_CODE as CHECKS
 from ..stores.jsondecode import Undecodable, decode, depth_of, limits
@@ -164,3 +165,9 @@ def check_title(code):
 def repair_title(name):
     """The human title of a repair ``name`` (``actions.registry.TITLES``)."""
     return _repair_title(name) if isinstance(name, str) else ""
+
+
+@register.filter
+def money(value):
+    """A USD amount with two decimals (four below a cent), ``—`` when absent."""
+    return "—" if value in (None, "") else _money(value)
