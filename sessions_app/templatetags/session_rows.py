@@ -16,7 +16,7 @@ from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
 from ..presenters.health import session_url_maker
-from .hermes import dash, epoch_utc
+from .hermes import dash, reltime
 from .transcript import _v
 
 register = template.Library()
@@ -58,8 +58,8 @@ def _row(row: dict, url, checked, select: bool) -> str:
         if row.get(flag):
             out.append(f' <span class="badge flag-{flag}">{flag}</span>')
     out.append(f'</td>\n      <td class="num" data-label="Messages">{_v(dash(row.get("message_count", "")))}</td>\n'
-               f'      <td data-label="Started">{_v(epoch_utc(row.get("started_at", "")))}</td>\n'
-               f'      <td data-label="Last activity">{_v(epoch_utc(row.get("activity", "")))}</td>\n    </tr>\n    ')
+               f'      <td data-label="Started">{_v(reltime(row.get("started_at", "")))}</td>\n'
+               f'      <td data-label="Last activity">{_v(reltime(row.get("activity", "")))}</td>\n    </tr>\n    ')
     return "".join(out)
 
 
