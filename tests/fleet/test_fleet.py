@@ -138,3 +138,9 @@ def test_fleet_pages_enforce_roles_on_the_server(hosts_up, transactional_db, cli
     assert client.post(f"/fleet/p/{key}/heal/", {"mode": "apply"}).status_code == 403
     assert HealRun.objects.count() == runs_before
     assert AuditEvent.objects.filter(outcome="refused", action="denied:fleet_heal").exists()
+    sid = "20260301_140000_10a60b"
+    for url in (f"/fleet/p/{key}/s/{sid}/repair/apply/", f"/fleet/p/{key}/prune/apply/", f"/fleet/p/{key}/migrate/"):
+        assert client.post(url, {"plan": "x", "token": "x", "plans": "x"}).status_code == 403, url
+    assert HealRun.objects.count() == runs_before
+    for name in ("fleet_repair_apply", "fleet_prune_apply", "fleet_migrate"):
+        assert AuditEvent.objects.filter(outcome="refused", action=f"denied:{name}").exists(), name
