@@ -14,6 +14,7 @@ from .models import FindingSnapshot, HealRun
 
 WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP, PAD_RIGHT = 720, 220, 44, 28, 10, 40
 SEVERITIES = ("critical", "warning", "info")
+OFFSET = 3  # px between lines of equal counts (stroke 2 px)
 MAX_POINTS = 200
 
 
@@ -35,6 +36,7 @@ class Chart:
     x_labels: list[tuple[float, str]] = field(default_factory=list)
     y_ticks: list[tuple[float, int]] = field(default_factory=list)
     passes: int = 0
+    legend: list[Series] = field(default_factory=list)  # the series, most severe first
 
 
 def health_chart(profile_key: str) -> Chart:
@@ -68,10 +70,15 @@ def health_chart(profile_key: str) -> Chart:
     def y_of(v: int) -> float:
         return round(HEIGHT - PAD_BOTTOM - plot_h * v / top, 1)
 
-    # Drawn info first, critical last: where counts coincide, the worse line stays visible.
+    # Drawn info first, critical last. Where counts coincide, a lesser line is drawn
+    # OFFSET px lower per worse line on the same count, so it shows beside the line
+    # over it instead of hidden under it (its dots' titles and the legend give the count).
     for sev in reversed(SEVERITIES):
-        dots = [(x_of(i), y_of(v), v) for i, v in enumerate(values[sev])]
+        worse = SEVERITIES[:SEVERITIES.index(sev)]
+        dots = [(x_of(i), round(y_of(v) + OFFSET * sum(values[w][i] == v for w in worse), 1), v)
+                for i, v in enumerate(values[sev])]
         chart.series.append(Series(sev, " ".join(f"{x},{y}" for x, y, _ in dots), dots, values[sev][-1]))
+    chart.legend = [next(x for x in chart.series if x.name == sev) for sev in SEVERITIES]
     step = max(1, len(runs) // 6)
     labels: list[tuple[float, str]] = []
     for i in range(0, len(runs), step):
