@@ -45,7 +45,8 @@ def session_url_maker(name: str, profile: str):
 class HealthPage:
     """``groups``: ``{"check", "code", "severity", "total", "rows", "unrepaired"}``
     most severe first; ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total``
-    findings (masked), each with ``session_url`` / ``repair_url`` / ``collision_url``
+    findings (masked), each with ``session_url`` / ``repair_url`` / ``collision_url`` /
+    ``repair_all_url`` (a store-wide finding's preview)
     where they apply and ``first`` (``[{"heal", "check"}]``: the session's repairs to
     apply before this one, ``actions.registry.repair_first``); ``unrepaired`` counts the findings without a repair (the page
     then shows the check's ``next_step``), ``repairable`` those with one (*Repair all
@@ -91,6 +92,8 @@ def health_page(store, *, user) -> HealthPage:
                     row["first"] = [{"heal": f["heal"], "check": f["check"]} for f in first]
             elif finding["check"] == "id_collision":
                 row["collision_url"] = urls["collision_url"](sid)
+        elif finding.get("heal") in ACTIONS:  # a store-wide finding: previewed on its Repair all page
+            row["repair_all_url"] = reverse("repair_all", args=[store.key, finding["check"]])
         group["rows"].append(row)
     # Most severe first; within a severity, repairs in the order they are applied.
     ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9),

@@ -143,6 +143,9 @@ def _health_row(f) -> str:
     elif heal and sid:
         repair = (f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(f.get("check", "")))}">Preview: '
                   f'{_v(repair_title(heal))}</a> <code class="small">{_v(heal)}</code>')
+    elif heal and f.get("repair_all_url"):
+        repair = (f'<a href="{_v(f["repair_all_url"])}">Preview: {_v(repair_title(heal))}</a> '
+                  f'<code class="small">{_v(heal)}</code>')
     elif heal:
         repair = _v(heal)
     elif f.get("check") == "id_collision" and sid:

@@ -65,3 +65,10 @@ def test_page_titles_are_plain_text(client, demo):
         title = re.search(r"<title>(.*?)</title>", body, re.S).group(1)
         assert not set(title) & {"\u2068", "\u2069", "\u202e"}, (url, title)
         assert "default" in title or "edge" in title or "Sessions" in title, title
+
+
+def test_a_store_wide_repair_is_a_preview_link(client, demo):
+    body = client.get("/p/edge/health/").content.decode()
+    assert (f'<a href="/p/edge/repair-all/stale_lease/">Preview: {TITLES["clear_stale_lease"]}</a> '
+            '<code class="small">clear_stale_lease</code>') in body
+    assert client.get("/p/edge/repair-all/stale_lease/").status_code == 200
