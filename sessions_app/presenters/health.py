@@ -68,6 +68,8 @@ def health_page(store, *, user) -> HealthPage:
     masker = masker_for(user)
     urls = {kind: session_url_maker(name, store.key) for kind, name in
             (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"))}
+    damage = None if health.stale else known_damage(health.findings, health.entry.get("status"),
+                                                    health.entry.get("error") or "")
     groups: dict[str, dict] = {}
     for finding in health.findings:
         group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
@@ -94,14 +96,15 @@ def health_page(store, *, user) -> HealthPage:
                 row["collision_url"] = urls["collision_url"](sid)
         elif finding.get("heal") in ACTIONS:  # a store-wide finding: previewed on its Repair all page
             row["repair_all_url"] = reverse("repair_all", args=[store.key, finding["check"]])
+        if damage and finding.get("heal"):  # no repair is offered on a damaged store
+            row["repair_blocked"] = True
         group["rows"].append(row)
     # Most severe first; within a severity, repairs in the order they are applied.
     ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9),
                                                      rank(getattr(g["check"], "heal", None)), g["code"]))
     return HealthPage(health=health, groups=ordered, counts=health.counts(), entry=health.entry,
                       catalog=sorted(CHECKS.values(), key=lambda c: c.code),
-                      damage=None if health.stale else known_damage(
-                          health.findings, health.entry.get("status"), health.entry.get("error") or ""))
+                      damage=damage)
 
 
 SHOWN_PLANNED = 50  # planned repairs listed on the heal page; the rest are counted

@@ -135,7 +135,9 @@ def _health_row(f) -> str:
     session = (f'<a href="{_v(f.get("session_url", ""))}"><code dir="auto">{_v(sid)}</code></a>' if sid
                else '<span class="muted">store</span>')
     heal = f.get("heal")
-    if heal and sid and f.get("first"):  # a repair it depends on comes first, and may heal this too
+    if heal and f.get("repair_blocked"):
+        repair = '<span class="muted">none while the store is damaged</span>'
+    elif heal and sid and f.get("first"):  # a repair it depends on comes first, and may heal this too
         repair = "".join(f'<a href="{_v(f.get("repair_url", ""))}?check={_v(urlencode(d["check"]))}" class="first">'
                          f'Preview first: {_v(repair_title(d["heal"]))}</a> <code class="small">{_v(d["heal"])}</code> '
                          for d in f["first"])

@@ -52,6 +52,7 @@ def test_health_page_of_a_damaged_store_offers_no_heal_or_migration(client, lapt
     assert "/p/laptop/heal/" not in body and "/p/laptop/migrate/" not in body
     assert 'id="no-writes"' in body and ADVICE in body
     assert "Check now" in body  # reading it again is still offered
+    assert "/repair/?check=" not in body and "/repair-all/" not in body  # no repair of any finding
     # A healthy store keeps its controls.
     assert "Heal profile…" in text(client.get("/p/default/health/"))
 
