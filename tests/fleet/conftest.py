@@ -151,7 +151,14 @@ def hosts_up(fleet, transactional_db):
     """Both hosts announced (a flush between tests removed their rows; the next beat restores them)."""
     from sessions_app.fleet import client
 
-    wait_for(lambda: {h.name for h in client.hosts() if h.reachable} >= {"host-a", "host-b"}, what="both hosts")
+    def announced():
+        # This process's read of the host table (HERMES_FLEET_HOSTS_TTL) may predate
+        # the flush: forget it, so the rows seen here are the beats since, and the
+        # test's pages read the same rows instead of an empty table moments later.
+        client._rows_cache = (float("-inf"), [])
+        return {h.name for h in client.hosts() if h.reachable} >= {"host-a", "host-b"}
+
+    wait_for(announced, what="both hosts")
     return fleet
 
 
