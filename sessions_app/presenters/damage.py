@@ -10,6 +10,7 @@ runtime; docs/architecture.md §7).
 from __future__ import annotations
 
 from ..checks.registry import BY_CODE as CHECKS
+from ..health import latest, staleness
 
 # Checks whose finding means the file itself is damaged (not busy, not a missing index).
 DAMAGE_CHECKS = ("store_corrupt", "schema_malformed")
@@ -35,3 +36,13 @@ def known_damage(findings=(), status: str | None = None, reason: str = "") -> di
 def _damage(code: str, detail: str) -> dict:
     check = CHECKS[code]
     return {"check": code, "title": check.title, "detail": detail, "next_step": check.next_step}
+
+
+def store_damage(store) -> dict | None:
+    """:func:`known_damage` of ``store`` from its latest check pass, while its files
+    are as that pass found them (``health.staleness``: ``os.stat`` only, no store
+    is opened); None when no pass covered it."""
+    health = latest([store.key])[store.key]
+    if health.run is None or staleness(store, health):
+        return None
+    return known_damage(health.findings, health.entry.get("status"), health.entry.get("error") or "")

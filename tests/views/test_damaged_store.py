@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 
 from sessions_app.checks.registry import BY_CODE as CHECKS
 from sessions_app.context_processors import DEMO_MARKER
+from sessions_app.models import AuditEvent
 from tests.actions.conftest import heal
 
 pytestmark = pytest.mark.django_db
@@ -65,3 +66,14 @@ def test_profile_page_gives_the_same_advice_and_logs_no_error_per_view(client, l
     assert ADVICE in body and "--inspect-only" not in body
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == [], [r.getMessage() for r in errors]
+
+
+def test_a_write_posted_anyway_is_refused_before_touching_the_store(client, laptop):
+    sid = laptop["cli_main"]
+    before = AuditEvent.objects.count()
+    renamed = client.post(f"/p/laptop/s/{sid}/rename/", {"title": "new", "had_title": "0"}, follow=True)
+    archived = client.post(f"/p/laptop/s/{sid}/flags/", {"action": "archive"}, follow=True)
+    for response in (renamed, archived):
+        said = [str(m) for m in response.context["messages"]]
+        assert any("not changed: this store is damaged" in m for m in said), said
+    assert AuditEvent.objects.count() == before  # no failed write recorded: none was tried
