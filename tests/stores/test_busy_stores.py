@@ -122,11 +122,11 @@ def test_locked_stores_cost_their_own_pages_only(admin_client, hermes_home, pati
         assert {k: v for k, v in overview_rows(admin_client).items() if k in FREE} == \
             {k: rows_before[k] for k in FREE}
         assert listed(admin_client)[0] == pairs
-        # A bulk deletion picked from the list: the locked store's row is skipped as busy.
+        # A bulk deletion picked from the list: the locked store's row is left alone as busy.
         response = admin_client.post("/sessions/delete/", {"s": [f"ops {ids('ops')['cli_main']}", f"research {research}"]})
         confirm = text(response.content.decode())
         assert response.status_code == 200
-        assert confirm.count("skipped: store is locked by another process; retry later") == 1
+        assert confirm.count("left alone: store is locked by another process; retry later") == 1
         assert research in confirm
         assert busy.waits(full=True) == 0
         for key in LOCKED:
