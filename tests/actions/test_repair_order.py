@@ -101,7 +101,7 @@ assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
 """)
     code, report = heal("--profile", "edge", "--apply", "--json")
     mine = [a for a in profile_entry(report, "edge")["actions"] if a["session_id"] == sid]
-    assert [(a["action"], a["status"]) for a in mine] == [("move_to_owner_store", "skipped")]
+    assert [(a["action"], a["status"]) for a in mine] == [("move_to_owner_store", "refused")]
     assert rows(src, "SELECT profile_name FROM sessions WHERE id = ?", (sid,)) == [(None,)]
     with damage(src) as db:
         db.execute("DELETE FROM compression_locks")
