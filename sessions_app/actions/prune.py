@@ -104,6 +104,10 @@ class Spared:
 # Reasons that will pass by themselves (a live agent finishes; a retry may work):
 # the sessions still "remain to prune" for the exit status.
 TRANSIENT = ("live", "maybe_live", "changed")
+# Spared at apply because an agent may hold it: a guard said no, so ``refused``
+# (vocabulary.OUTCOMES). Pinned or archived since the preview is "not applicable any
+# more": ``skipped``, for the unit and for its batch alike.
+HELD = ("live", "maybe_live", "routed")
 
 
 @dataclass
@@ -424,7 +428,7 @@ class PruneWrite(Write):
         ctx.outcome.report = self.report()
         if not plans:
             reasons = "; ".join(f"{', '.join(s.session_ids[:2])}: {s.detail}" for s in spared[:3])
-            if any(s.reason in ("live", "maybe_live", "routed", "pinned", "archived") for s in spared):
+            if any(s.reason in HELD for s in spared):
                 raise Refused(f"no session of this batch may go now ({reasons})")
             raise Skip(f"nothing of this batch to prune any more ({reasons})")
 

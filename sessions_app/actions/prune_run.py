@@ -36,9 +36,8 @@ from ..stores.retention import Criteria
 from ..stores.store import Store, Unavailable
 from .deletion.resume import finish_unfinished
 from .guarded import GuardedWriter
-from .prune import BATCH_ROWS, BATCH_UNITS, TRANSIENT, PruneWrite, Unit, batches, plan_units
+from .prune import BATCH_ROWS, BATCH_UNITS, HELD, TRANSIENT, PruneWrite, Unit, batches, plan_units
 
-HELD = ("live", "maybe_live", "routed")  # spared at apply because an agent may hold it: refused
 REPORT_UNITS = 2000  # units listed per profile in a report (counts stay exact)
 
 

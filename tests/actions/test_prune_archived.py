@@ -8,6 +8,7 @@ import pytest
 
 from sessions_app.actions.flags import Flagger
 from sessions_app.actions.prune_run import Pruner, preview_store, prune_store
+from sessions_app.models import AuditEvent
 from sessions_app.stores.retention import Criteria
 from tests.checks.helpers import hermes
 from tests.conftest import ids
@@ -58,9 +59,17 @@ def test_archived_meanwhile_is_spared_at_apply(aged_home):
     previewed = preview_store(s, criteria)
     assert d["long"] in {u.root for u in previewed[0].units}
     hermes(s, f"assert db.set_session_archived({d['long']!r}, True)")
-    entry = prune_store(s, criteria, apply=True, writer=Pruner(actor_label="tester"), previewed=previewed)
+    # One unit per batch: the archived one's batch has nothing left to prune.
+    entry = prune_store(s, criteria, apply=True, writer=Pruner(actor_label="tester"), previewed=previewed,
+                        batch_units=1)
     [unit] = [u for u in entry["units"] if u["root"] == d["long"]]
-    assert unit["status"] in ("skipped", "refused") and "archived" in unit["reason"]
+    # Archived since the preview: no longer applicable, not a guard saying no.
+    assert unit["status"] == "skipped" and "archived" in unit["reason"]
+    [batch] = [b for b in entry["batches"] if d["long"] in b["units"]]
+    assert batch["status"] == "skipped" and batch["units"] == [d["long"]], batch
+    [event] = [e for e in AuditEvent.objects.filter(reason=batch["reason"]) if d["long"] in e.session_ids]
+    assert event.outcome == "skipped" and "archived" in event.reason
+    assert not AuditEvent.objects.filter(outcome="refused").exists()
     assert rows(s, "SELECT archived FROM sessions WHERE id = ?", (d["long"],)) == [(1,)]
 
 
