@@ -222,7 +222,8 @@ def _search(conn, columns, session_columns, expression: str, limit: int, before:
         smarks = ",".join("?" * len(sids))
         for row in conn.execute(f"SELECT {', '.join(wanted)} FROM sessions WHERE id IN ({smarks})", sids):
             sessions[row[0]] = dict(zip(wanted, row))
-    superseded = _superseded(conn, present, [i for i, r in found.items() if r[4] not in (None, 1) and r[5] != 1])
+    superseded = _superseded(conn, present, [i for i, r in found.items() if r[4] not in (None, 1) and r[5] != 1],
+                             expression)
     for rowid, snippet in rows:
         if rowid in superseded:
             results.superseded += 1
@@ -238,7 +239,7 @@ def _search(conn, columns, session_columns, expression: str, limit: int, before:
     return results
 
 
-def _superseded(conn, present: set, ids: list[int]) -> set[int]:
+def _superseded(conn, present: set, ids: list[int], expression: str) -> set[int]:
     """Of the rewound rows ``ids``, those a recovery or JSONL import wrote again:
     ``actions.transcript_order`` copies a later row byte for byte (every column but
     ``id`` and the display ones) and hides the original, so the original has a
@@ -250,15 +251,21 @@ def _superseded(conn, present: set, ids: list[int]) -> set[int]:
         return set()
     marks = ",".join("?" * len(ids))
     return {r[0] for r in conn.execute(f"SELECT m.id FROM messages m WHERE m.id IN ({marks}) AND {_twin(present)}",
-                                       ids)}
+                                       (*ids, expression))}
 
 
 def _twin(present) -> str:
-    """SQL: message ``m`` has a visible byte-identical twin after it (:func:`_superseded`)."""
+    """SQL: message ``m`` has a visible byte-identical twin after it that the index
+    finds for the same query (:func:`_superseded`); one ``?``, the FTS5 expression.
+    A twin the index lacks (an ``fts_incomplete`` store, docs/store.md §6) is no
+    hit, so the original stays one: the message is then still found once."""
     same = " AND ".join(f"v.{c} IS m.{c}" for c in ("role", "content", "tool_calls", "tool_name", "timestamp")
                         if c in present)
+    # MATCH with rowid = …: FTS5 seeks that rowid in the doclist (the index itself;
+    # a bare rowid lookup on an external-content table would read the content view).
     return ("EXISTS (SELECT 1 FROM messages v WHERE v.session_id = m.session_id AND v.id > m.id "
-            f"AND (v.active IS NULL OR v.active = 1) AND {same})")
+            f"AND (v.active IS NULL OR v.active = 1) AND {same} "
+            "AND EXISTS (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ? AND messages_fts.rowid = v.id))")
 
 
 COUNT_CAP = 10_000  # matches counted at most (as the sessions list counts its rows)
@@ -276,13 +283,14 @@ def count_hits(conn: sqlite3.Connection, text: str, cap: int = COUNT_CAP, column
     # With ``columns`` (the store's messages columns) holding ``active``, the hidden
     # originals search leaves out (:func:`_superseded`) are not counted either.
     present = set(columns)
-    twins = "0"
+    expression = fts_expression(text)
+    twins, params = "0", [expression, cap + 1]
     if "active" in present:
         rewound = "m.active = 0" + (" AND (m.compacted IS NULL OR m.compacted != 1)" if "compacted" in present else "")
         twins = f"COALESCE(SUM(CASE WHEN {rewound} AND {_twin(present)} THEN 1 ELSE 0 END), 0)"
+        params.insert(0, expression)
     matched, n, sessions, superseded = conn.execute(
         f"SELECT COUNT(*), COUNT(m.id), COUNT(DISTINCT m.session_id), {twins} FROM "
         "(SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?) AS f "
-        "LEFT JOIN messages m ON m.id = f.rowid",
-        (fts_expression(text), cap + 1)).fetchone()
+        "LEFT JOIN messages m ON m.id = f.rowid", params).fetchone()
     return min(n - superseded, cap), sessions, matched > cap

@@ -5,7 +5,7 @@ and session, counted per profile and in all.
 Per store (each a glance, :func:`.registry.glances`: a busy or damaged store is
 reported for that profile and the others are searched): the newest ``limit``
 matching messages (:func:`.search.search`), a count of all matches stopped at
-``COUNT_CAP`` (as the sessions list counts), the sessions whose id or title holds
+``search.COUNT_CAP`` (as the sessions list counts), the sessions whose id or title holds
 every word, and what the index does not cover (:mod:`.coverage`), so the page can
 offer a bounded scan (:mod:`.scan`) of that profile. Every query runs under the
 store's query budget.
@@ -26,9 +26,8 @@ from django.conf import settings
 from .connection import classify_error
 from .coverage import Coverage, coverage
 from .lineage import Lineage
-from .listing import COUNT_CAP
 from .scan import like_pattern
-from .search import Hit, SearchUnavailable, fts_expression, search, terms
+from .search import Hit, SearchUnavailable, count_hits, fts_expression, search, terms
 from .store import Store
 
 TITLE_LIMIT = 20
@@ -107,13 +106,6 @@ class Everywhere:
     @property
     def title_count(self) -> int:
         return sum(len(p.titles) for p in self.profiles)
-
-
-def count_matches(conn: sqlite3.Connection, expression: str, cap: int = COUNT_CAP) -> tuple[int, bool]:
-    """Matching index rows, counted up to ``cap`` (a doclist walk that stops there)."""
-    n = conn.execute("SELECT COUNT(*) FROM (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ? LIMIT ?)",
-                     (expression, cap + 1)).fetchone()[0]
-    return min(n, cap), n > cap
 
 
 def title_matches(conn: sqlite3.Connection, columns, text: str, limit: int = TITLE_LIMIT) -> tuple[list[dict], bool]:
@@ -201,7 +193,9 @@ def search_store(store: Store, text: str, limit: int = 20, texts: bool = False) 
                     out.texts = indexed_texts(conn, caps.columns("messages"), [h.id for h in out.hits])
                 out.count, out.count_capped = len(out.hits), out.more
                 try:
-                    out.count, out.count_capped = count_matches(conn, fts_expression(text))
+                    # The profile search's own count (hidden originals a recovery
+                    # wrote again left out, as search() leaves them out of the hits).
+                    out.count, _, out.count_capped = count_hits(conn, text, columns=caps.columns("messages"))
                 except sqlite3.OperationalError as exc:
                     if str(exc) != "interrupted":
                         raise

@@ -3,6 +3,7 @@
 writers (see ``tests/checks/test_history_lost.py``), then healed the way cron does."""
 
 import hashlib
+import re
 import sqlite3
 
 from sessions_app.actions.engine import Applier
@@ -16,8 +17,9 @@ from sessions_app.stores.search import count_hits, search
 
 import pytest
 
-from ..checks.helpers import findings, hermes
+from ..checks.helpers import damage, findings, hermes
 from ..checks.test_history_lost import SID, WRITERS, deleted_under_live_agent
+from ..views.markup import without_bidi_markup
 from .conftest import DAY, age_store, store
 
 
@@ -52,7 +54,23 @@ TURNS = [(r, t) for n in (1, 2, 3, 4) for r, t in
          (("user", f"Question {n}: what is {n} times {n}?"), ("assistant", f"Answer {n}: {n * n}."))]
 
 
-def test_a_session_deleted_under_a_live_agent_gets_its_turns_back(hermes_home, use_roots):
+def read_only(s, sql: str, params=()) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{s.path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def everywhere(client) -> tuple[int, set[int]]:
+    """The all-profiles search for "Question" in the default profile: its count and
+    the message ids it lists (the newest few; the profile's page lists them all)."""
+    html = without_bidi_markup(client.get("/search/", {"q": "Question", "profile": "default"}).content.decode())
+    return int(re.search(r'data-total="(\d+)"', html).group(1)), {
+        int(i) for i in re.findall(r'<li data-message="(\d+)">', html)}
+
+
+def test_a_session_deleted_under_a_live_agent_gets_its_turns_back(hermes_home, use_roots, admin_client):
     use_roots(hermes_home)
     s = store(hermes_home, "default")
     deleted_under_live_agent(s, snapshot=True)
@@ -86,14 +104,34 @@ def test_a_session_deleted_under_a_live_agent_gets_its_turns_back(hermes_home, u
         counted, every = count_hits(conn, "Question", columns=caps.columns("messages")), count_hits(conn, "Question")
     assert counted[0] == every[0] - 1 and counted[1] == every[1]  # the count agrees with the hits shown
     mine = [h for h in found.hits if h.session_id == SID]
-    assert sorted(h.id for h in mine) == sorted(
-        r[0] for r in sqlite3.connect(s.path).execute(
-            "SELECT id FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (SID,)))
+    assert sorted(h.id for h in mine) == sorted(r[0] for r in read_only(
+        s, "SELECT id FROM messages WHERE session_id = ? AND active = 1 AND role = 'user'", (SID,)))
     assert len(mine) == 4 and {h.state for h in mine} == {"active"} and found.superseded == 1
+    # Search across profiles counts the way the profile search does: its count is the
+    # profile's hits (all of them listed there), the hidden originals in neither.
+    total, listed = everywhere(admin_client)
+    assert total == counted[0] == len(found.hits) and listed <= {h.id for h in found.hits}
 
     again = heal_default(hermes_home)
     assert not [a for a in again["profiles"][0]["actions"] if a["action"] == "recover_messages"]
     assert visible(s) == TURNS
+
+    # The index lacks the visible copy (fts_incomplete): the hidden original is then the
+    # one hit of that message, marked rewound, not left out for a twin search cannot find.
+    [(original, twin)] = read_only(
+        s, "SELECT m.id, v.id FROM messages m JOIN messages v ON v.session_id = m.session_id AND v.id > m.id "
+           "AND v.active = 1 AND v.content IS m.content AND v.timestamp IS m.timestamp "
+           "WHERE m.session_id = ? AND m.active = 0 AND m.role = 'user'", (SID,))
+    with damage(s) as db:
+        db.execute("DELETE FROM messages_fts WHERE rowid = ?", (twin,))
+    with s.read() as conn:
+        caps = s.capabilities(conn)
+        found = search(conn, caps.columns("messages"), caps.columns("sessions"), "Question")
+        counted = count_hits(conn, "Question", columns=caps.columns("messages"))
+    mine = {h.id: h.state for h in found.hits if h.session_id == SID}
+    assert original in mine and twin not in mine and mine[original] == "rewound" and len(mine) == 4
+    total, listed = everywhere(admin_client)
+    assert found.superseded == 0 and total == counted[0] == len(found.hits) and listed <= {h.id for h in found.hits}
 
 
 def test_without_a_copy_nothing_is_offered(hermes_home, use_roots):
