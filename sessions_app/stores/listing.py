@@ -198,6 +198,17 @@ def _activity(store: Store, caps, indexed: bool = False):
     return Coalesce(Subquery(newest, output_field=FloatField()), started, Value(0.0), output_field=FloatField())
 
 
+def newest_activity_statement(store: Store, caps) -> tuple[str, tuple]:
+    """``(sql, params)`` for a plain sqlite3 connection: one row, the newest last
+    activity (epoch seconds) of the store's sessions exactly as the list computes
+    each row's (:func:`_activity`: a TEXT value falls back as it does there), NULL
+    when no session has a number (the list's 0.0 stand-in is not an activity)."""
+    qs = AgentSession.objects.for_store(store, caps).annotate(activity=_activity(store, caps)).order_by()
+    sql, params = _compile(qs.values("activity"))
+    return (f"SELECT MAX(CASE WHEN typeof(activity) IN ('real', 'integer') AND activity > 0 THEN activity END) "
+            f"FROM ({sql})", params)
+
+
 def filtered(store: Store, caps, filters: Filters, indexed: bool = False):
     """The store's sessions queryset with filters applied and ``activity`` annotated
     (``indexed``: the store's activity index may be used, see :func:`indexed_activity`)."""

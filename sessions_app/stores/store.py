@@ -377,19 +377,13 @@ class Store:
             conn.set_progress_handler(None, 0)
             status.messages = conn.execute("SELECT MAX(id) FROM messages").fetchone()[0] or 0
             status.messages_exact = False
-        # The newest session's last activity as the sessions list computes it
-        # (stores.listing: the column where the store has it, else each session's
-        # newest message, one seek in idx_messages_session per session), not the newest start.
-        # Numbers only: MAX ranks a TEXT value above every number.
-        if caps.has("sessions", "last_activity_at"):
-            value = "COALESCE(s.last_activity_at, s.started_at)"
-        else:
-            value = ("COALESCE((SELECT m.timestamp FROM messages m WHERE m.session_id = s.id "
-                     "ORDER BY m.timestamp DESC LIMIT 1), s.started_at)")
-        activity = (f"SELECT MAX(CASE WHEN typeof(v) IN ('real', 'integer') THEN v END) "
-                    f"FROM (SELECT {value} AS v FROM sessions s)")
+        # The newest session's last activity with the sessions list's own expression
+        # (built once, in stores.listing; imported here since listing imports this
+        # module), not the newest start.
+        from .listing import newest_activity_statement
+
         candidates = [
-            conn.execute(activity).fetchone()[0],
+            conn.execute(*newest_activity_statement(self, caps)).fetchone()[0],
             # The newest message row by id (rule 10: id order, not timestamps).
             conn.execute("SELECT timestamp FROM messages ORDER BY id DESC LIMIT 1").fetchone(),
         ]
