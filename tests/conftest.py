@@ -7,6 +7,7 @@ Tests never touch them in place: each gets its own copy under ``tmp_path``.
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,37 @@ def ids(profile: str) -> dict:
 @pytest.fixture
 def manifest():
     return MANIFEST
+
+
+STORE_FILES = ("*.db", "*.db-wal", "*.db-shm", "*.db-journal")
+
+
+def copy_store(src: Path, dest: Path) -> Path:
+    """Copy the SQLite store ``src`` to ``dest`` through SQLite's backup API, the
+    source opened read-only: committed WAL frames are in the copy, and no plain
+    file read races a connection this process (or an agent) may hold on ``src``
+    (ground rule 5). Damaged pages are copied as they are (the backup copies pages,
+    it does not read b-trees). Returns ``dest``."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    try:
+        target = sqlite3.connect(dest)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    return dest
+
+
+def copy_home_of(src: Path, dest: Path) -> Path:
+    """A private copy of the Hermes home ``src`` at ``dest``: its stores (``*.db``)
+    through :func:`copy_store`, every other file copied plainly. Returns ``dest``."""
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns(*STORE_FILES))
+    for db in src.rglob("*.db"):
+        copy_store(db, dest / db.relative_to(src))
+    return dest
 
 
 def copy_home(dest: Path) -> Path:

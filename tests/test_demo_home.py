@@ -25,7 +25,7 @@ from sessions_app.stores.discovery import discover
 from sessions_app.stores.liveness import evidence_for
 from sessions_app.stores.store import Store
 
-from .conftest import copy_home
+from .conftest import copy_home, copy_home_of
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = 86400
@@ -266,12 +266,9 @@ def test_the_marker_name_is_the_one_the_banner_looks_for():
 def test_the_legacy_transcript_can_be_imported_on_its_old_schema(demo_home, tmp_path):
     """The legacy showcase is no dead end: the JSONL outgrew the store after its last
     row, so the import appends the six later messages even on 0.15.0's schema."""
-    import shutil
-
     from sessions_app.actions.engine import Applier, plan_for
 
-    home = tmp_path / "demo-home"
-    shutil.copytree(demo_home, home, ignore=shutil.ignore_patterns("*-wal", "*-shm"))
+    home = copy_home_of(demo_home, tmp_path / "demo-home")
     sid = marker(home)["profiles"]["legacy"]["session_ids"]["legacy_jsonl"]
     legacy = stores(home)["legacy"]
     [finding] = [f for f in run_store_checks(legacy).findings if f.check == "transcript_on_disk_only"]

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 
 from sessions_app.locks import run_lock
 from sessions_app.models import AuditEvent, HealRun
-from tests.conftest import ids
+from tests.conftest import copy_store, ids
 
 from .conftest import run_command, run_manage, store
 from .delete_helpers import rows, stop
@@ -148,7 +148,7 @@ def test_a_damaged_store_is_corrupt_and_exit_2_whatever_the_criteria(aged_home, 
     """A store that cannot be read fully is never "ok: would prune 0 of 0" (ground rule 9)."""
     laptop = aged_home / "profiles" / "laptop"
     laptop.mkdir()
-    (laptop / "state.db").write_bytes((aged_home / "state.db").read_bytes())
+    copy_store(aged_home / "state.db", laptop / "state.db")
     damage_messages_index(laptop / "state.db")
     code, report = prune_cmd("--all-profiles", *criteria, "--json")
     assert code == 2

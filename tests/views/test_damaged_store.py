@@ -5,7 +5,6 @@ no heal or migration, and every page gives the same salvage advice (that of the
 
 import json
 import logging
-import shutil
 
 import pytest
 from django.contrib.auth.models import User
@@ -14,6 +13,7 @@ from sessions_app.checks.registry import BY_CODE as CHECKS
 from sessions_app.context_processors import DEMO_MARKER
 from sessions_app.models import AuditEvent
 from tests.actions.conftest import heal
+from tests.conftest import copy_home_of
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ ADVICE = CHECKS["store_corrupt"].next_step
 def laptop(demo_home, use_roots, tmp_path, settings, client):
     """A private copy of the demo home, checked once; an admin logged in. Returns the
     ``laptop`` profile's session ids by kind."""
-    home = shutil.copytree(demo_home, tmp_path / "demo-home")
+    home = copy_home_of(demo_home, tmp_path / "demo-home")
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
     use_roots(home)
