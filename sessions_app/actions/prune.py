@@ -3,7 +3,7 @@
 A prune moves sessions into the trash exactly as a deletion does (``actions/
 deletion``: the same plan, export, delete, files and trash entry per unit, so a
 pruned session is restored like a deleted one), in batches of one transaction
-each. Rules (docs/store.md, Retention pruning):
+each. Rules (docs/store.md §10.4):
 
 - the criteria (``stores.retention.Criteria``) select ended sessions only;
 - a **unit** is a whole compression lineage (root and every compression

@@ -72,7 +72,8 @@ def _rows() -> list:
     """The ``FleetHost`` rows, read at most once per ``HERMES_FLEET_HOSTS_TTL`` seconds
     per process: heartbeats come every ``HERMES_FLEET_HEARTBEAT`` seconds, so a
     fresher read tells nothing new, and each page saves a database round trip
-    (docs/benchmarks.md, "Fleet"). Reachability is judged on every call."""
+    (docs/benchmarks.md, "Fleet: a remote profile's pages against a local one's
+    (issue 17)"). Reachability is judged on every call."""
     global _rows_cache
     from .models import FleetHost
 

@@ -97,7 +97,8 @@ def session_list(request):
         problems += [f"profile {key}: {status} — {reason}" for key, (status, reason) in answer.data["errors"].items()]
     local = registry.glances()
     # Membership in this one scan, not registry.get: an unknown (remote) key makes
-    # registry.get rediscover every root, once per row (docs/benchmarks.md, "Fleet").
+    # registry.get rediscover every root, once per row (docs/benchmarks.md,
+    # "Fleet: a remote profile's pages against a local one's (issue 17)").
     local_keys = {s.key for s in local}
     if local and (not profile or profile in local_keys):
         page = list_sessions(local, Filters(profiles=[profile] if profile else [], source=filters["source"],

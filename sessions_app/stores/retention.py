@@ -1,8 +1,8 @@
 """Which sessions a retention prune selects: criteria, their SQL, and what it would free.
 
 Read-only; the plan (lineages, pins, liveness) is ``actions/prune.py``'s. Criteria
-AND together, as upstream's ``hermes sessions prune`` filters do (docs/store.md,
-Retention pruning), and only sessions their writer ended are ever selected
+AND together, as upstream's ``hermes sessions prune`` filters do (docs/store.md
+§10.4), and only sessions their writer ended are ever selected
 (``ended_at IS NOT NULL``, upstream's own guard: an open session may be written
 any moment):
 
@@ -50,7 +50,7 @@ class Criteria:
     match: str = ""
     # Not a criterion (it selects nothing by itself): archived sessions the criteria
     # select are spared unless this is set, as upstream's `hermes sessions prune
-    # --include-archived` (docs/store.md, Retention pruning).
+    # --include-archived` (docs/store.md §10.4).
     include_archived: bool = False
 
     def __post_init__(self):

@@ -25,7 +25,11 @@ def render_store_error(request, store: Store, status: StoreStatus):
                       {"store": store, "status": status, "damage": known_damage(status=status.status, reason=status.reason)},
                       status=503)
     # Logged once per store and problem above (ground rule 9): Django's request logger
-    # would add an ERROR for every view of a store known busy or damaged.
+    # would add an ERROR for every view of a store known busy or damaged. There is no
+    # public switch for that: ``_has_been_logged`` is Django's own internal flag, which
+    # django.utils.log.log_response checks (and sets) so a response is logged once;
+    # set here, the 503 is taken as logged already. Private API: recheck on upgrades
+    # (present through Django 5.2).
     response._has_been_logged = True
     if status.status == "busy":
         response["Retry-After"] = "5"

@@ -1,6 +1,6 @@
 """Archived sessions are spared by a prune unless included, as upstream's
 ``hermes sessions prune`` (0.19.0 ``hermes_cli/main.py``: ``--include-archived``,
-"excluded by default"; docs/store.md, Retention pruning): on a 0.19.0 store archived
+"excluded by default"; docs/store.md §10.4): on a 0.19.0 store archived
 by the release itself, on the newest shape archived through the dashboard's flag
 write; a store without the ``archived`` column prunes as before."""
 

@@ -12,7 +12,7 @@ compression lineage with its delegate children) goes into the trash as a
 deletion does, restorable, in batches of one transaction each; pinned sessions,
 sessions an agent may hold and lineages not wholly selected stay, archived
 sessions too unless ``--include-archived`` (as upstream's ``hermes sessions
-prune``; docs/store.md, Retention pruning). The rules and
+prune``; docs/store.md §10.4). The rules and
 the report are in ``actions/prune.py`` and ``actions/prune_run.py``.
 """
 
