@@ -135,3 +135,32 @@ def test_every_page_fits_390_px_and_no_badge_breaks_at_1400(demo_checked, admin_
             page.wait_for_selector("#copies table.copies")
         check(page, name, folder, problems)
     assert not problems, "\n".join(problems)
+
+
+LABELS = """() => [...document.querySelectorAll("table.run-actions > tbody > tr")].map(row => ({
+    own: [...row.children].map(td => td.getAttribute("data-label")),
+    nested: [...row.querySelectorAll("table.changes > tbody > tr:first-child > td")].map(td => td.getAttribute("data-label")),
+}))"""
+
+
+def test_a_runs_nested_changes_read_under_their_own_labels_at_390_px(demo_home, use_roots, tmp_path, settings,
+                                                                      admin_page, live_server):
+    """A heal run's changes table sits in a cell of the run's actions table: on a phone its
+    cells read Change / Row / Field / Before / After, not the actions table's labels."""
+    home = shutil.copytree(demo_home, tmp_path / "demo-home")
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    use_roots(home)
+    heal("--profile", "default", "--apply", "--json")
+    page = admin_page
+    page.set_viewport_size({"width": NARROW, "height": 900})
+    page.goto(f"{live_server.url}/runs/")
+    page.goto(live_server.url + page.locator("a[href^='/runs/']").filter(has_text=re.compile(r"\d")).first
+              .get_attribute("href"))
+    rows = [r for r in page.evaluate(LABELS) if r["nested"]]
+    assert rows, "the heal run lists a change table"
+    for row in rows:
+        assert row["own"][1:] == ["Session", "Outcome", "Reason", "Changes"]
+        assert row["nested"] == ["Change", "Row", "Field", "Before", "After"]
+    cell = page.locator("table.run-actions table.changes > tbody > tr > td").first
+    assert cell.evaluate("td => getComputedStyle(td, '::before').content") == '"Change"'
