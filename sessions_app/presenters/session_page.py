@@ -60,6 +60,12 @@ USAGE_COLUMNS = (
 )
 
 
+# Why the flags box offers no rename/archive/pin/hide now, by the session's liveness
+# verdict (docs/store.md §7); a verdict not listed lets the writes through.
+FLAG_REFUSED = {"live": "the session looks live (an agent holds it)",
+                "maybe_live": "the session looks maybe live (recent activity)"}
+
+
 @dataclass
 class LivenessBox:
     """The liveness box: ``verdict`` (``live`` | ``maybe_live`` | ``not_live``, None
@@ -145,6 +151,9 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         usage = usage_rows(conn, caps, session_id)
         box = _liveness(store, conn, caps, session_id) if session else LivenessBox()
         flags = flags_box(store, session_id, session, conn)  # on this connection, not one of its own
+        # A rename or flag write refuses any session not judged not-live (ground rule 6,
+        # actions.guarded.refuse_live): the box offers no control that would only refuse.
+        flags["refused"] = FLAG_REFUSED.get(box.verdict, "")
     health = latest([store.key])[store.key]
     stored = counted > LIVE_CHECK_ROWS and not recheck
     if stored:

@@ -52,7 +52,8 @@ def test_session_page_shows_evidence_with_source_age_and_verdict(home):
     admin, auditor = user("Admin"), user("Auditor")
     s = registry.get("default")
     sid = ids("default")["long"]
-    assert "not live" in text(admin.get(f"/p/default/s/{sid}/"))
+    idle = text(admin.get(f"/p/default/s/{sid}/"))
+    assert "not live" in idle and 'class="rename-form"' in idle and "Archive</button>" in idle
     proc = hermes_background(s, f"""
 holder = f"pid={{os.getpid()}}:pidns={own_pidns()}:tid=1:agent=1:nonce=ab"
 assert db.try_acquire_compression_lock({sid!r}, holder, ttl_seconds=3600)
@@ -69,6 +70,9 @@ time.sleep(600)
         page = text(admin.get(f"/p/default/s/{sid}/"))
         assert 'href="/p/default/s/%s/delete/"' % sid not in page and "Delete…" not in page
         assert "Deletion is refused now: an agent holds this session" in page
+        # Rename and the flags would refuse too: no control, the reason once.
+        assert 'class="rename-form"' not in page and "flag-form" not in page and "Archive</button>" not in page
+        assert page.count("Rename, archive, pin and hide are refused now: the session looks live") == 1
     finally:
         stop(proc)
     html = text(auditor.get(f"/p/default/s/{sid}/"))
@@ -76,6 +80,7 @@ time.sleep(600)
     # The holder died: maybe live, and an admin may override (the button says so).
     page = text(admin.get(f"/p/default/s/{sid}/"))
     assert 'href="/p/default/s/%s/delete/"' % sid in page and "Delete (override)…" in page
+    assert "flag-form" not in page and "refused now: the session looks maybe live" in page  # no override for flags
     deleter = User.objects.create_user("deleter-only", password="pw-long-enough-x")
     deleter.user_permissions.add(*Permission.objects.filter(codename__in=["view_dashboard", "delete_sessions"]))
     c = Client()
