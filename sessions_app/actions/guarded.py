@@ -9,9 +9,10 @@ steps, for one unit of work on one store:
    started (a process killed midway leaves "did not finish", never an
    unrecorded change);
 2. :meth:`Write.authorize`: permission, confirmation tokens, blocked plans;
-3. the store hazards (unreadable store, split WAL generation, Hermes' own
-   recovery files beside it: docs/store.md §11.4) are gathered *before* any lock is
-   taken — scanning ``/proc`` holds no write lock;
+3. the store hazards (unreadable store, a store the latest check pass found
+   damaged, split WAL generation, Hermes' own recovery files beside it:
+   docs/store.md §11.4) are gathered *before* any lock is taken — scanning
+   ``/proc`` holds no write lock;
 4. :meth:`Write.check` on a read-only connection: liveness (ground rule 6) and
    the state the plan was made against (ground rule 2); it raises
    :class:`Refused` or :class:`Changed`;
@@ -58,6 +59,7 @@ from typing import Iterator
 from django.conf import settings
 
 from .. import audit
+from ..checks.damage import store_damage
 from ..checks.files import deleted_sidecar_holders
 from ..models import AuditEvent
 from ..stores import liveness
@@ -292,11 +294,19 @@ def store_hazard(store: Store) -> str | None:
     Hermes itself refuses to connect while a process holds a deleted ``-wal``/``-shm``
     (a split WAL generation), and its own schema repair may be midway when scratch
     or staging copies lie beside the store (docs/store.md §11.3, §11.4): the dashboard
-    refuses in both cases, as it does for a store it cannot read.
+    refuses in both cases, as it does for a store it cannot read. A store the latest
+    check pass found damaged (``checks.damage.store_damage``: its stored finding,
+    while the files are as that pass found them) is refused with the salvage advice:
+    writing can make SQLite's damage worse (docs/store.md §11.4). A store salvaged or
+    replaced since that pass has changed files, so it is judged again by the next one.
     """
     status = store.readiness()
     if status is not None:
         return f"the store is {status.status}: {status.reason}"
+    damage = store_damage(store)
+    if damage:
+        return (f"this store is damaged ({damage['title']}: {damage['detail']}); nothing written. "
+                f"{damage['next_step']}")
     holders = deleted_sidecar_holders(store.path)
     if holders:
         who = ", ".join(f"pid {h['pid']} ({h['name']}) holds a deleted {h['file']}" for h in holders[:3])

@@ -18,7 +18,7 @@ from ..secrets import Masker, masker_for
 from ..stores import liveness
 from . import NotFound
 from .changes import ChangeTable, change_table
-from .damage import known_damage
+from ..checks.damage import known_damage
 
 SHOWN_PER_CHECK = 200  # rows of one check on the page; the rest are counted
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -57,7 +57,7 @@ class HealthPage:
     counts: dict
     entry: dict
     catalog: list
-    damage: dict | None = None  # presenters.damage.known_damage: no heal or migration offered then
+    damage: dict | None = None  # checks.damage.known_damage: no heal or migration offered then
 
 
 def health_page(store, *, user) -> HealthPage:

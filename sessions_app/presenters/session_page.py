@@ -41,7 +41,7 @@ from ..stores.session_info import session_row, system_prompt, usage_rows
 from ..stores.transcript import TranscriptPage
 from ..stores.transcript import for_store as transcript_for
 from . import NotFound
-from .damage import known_damage
+from ..checks.damage import known_damage
 from .labels import Field, facts
 
 # A session's own checks read every row of it (seconds for 300,000 rows): above this
@@ -115,7 +115,7 @@ class SessionPage:
     live_check_rows: int
     flags: dict = field(default_factory=dict)
     notice: str = ""
-    damage: dict | None = None  # presenters.damage.known_damage: no write controls then
+    damage: dict | None = None  # checks.damage.known_damage: no write controls then
 
 
 def session_page(store, session_id: str, *, user, size: int = 100, after: int | None = None,

@@ -11,7 +11,7 @@ from django.db import DatabaseError
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import render
 
-from ..presenters.damage import known_damage
+from ..checks.damage import known_damage
 from ..stores import registry
 from ..stores.connection import classify_error
 from ..stores.store import Store, StoreStatus, _log_once

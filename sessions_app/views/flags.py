@@ -16,7 +16,6 @@ from django.views.decorators.http import require_POST
 
 from .. import jobs, runs
 from ..actions import flags
-from ..presenters.damage import store_damage
 from .common import require_perm, store_view
 
 BULK_MAX = 500
@@ -36,15 +35,6 @@ def _back(request, store, session_id):
                                                   require_https=request.is_secure()):
         return redirect(target)
     return redirect("session", store.key, session_id)
-
-
-def _refused_as_damaged(request, store, session_id) -> bool:
-    """A store its latest pass found damaged gets no write (its pages offer none):
-    said, nothing attempted (the write would fail with "malformed")."""
-    damage = store_damage(store)
-    if damage:
-        flash.error(request, f"{session_id}: not changed: this store is damaged ({damage['title']}). {damage['next_step']}")
-    return bool(damage)
 
 
 def _say(request, session_id, outcome):
@@ -67,8 +57,6 @@ def set_flag(request, store, session_id):
     if action not in ACTIONS:
         return HttpResponseBadRequest("Unknown flag action")
     flag, value = ACTIONS[action]
-    if _refused_as_damaged(request, store, session_id):
-        return _back(request, store, session_id)
     _say(request, session_id, _flagger(request).set_flag(store, session_id, flag, bool(value)))
     return _back(request, store, session_id)
 
@@ -78,8 +66,6 @@ def set_flag(request, store, session_id):
 @store_view
 def rename(request, store, session_id):
     """Give one session a new title (Hermes' rules: cleaned, at most 100 characters, unique)."""
-    if _refused_as_damaged(request, store, session_id):
-        return _back(request, store, session_id)
     expected = request.POST.get("expected")
     expected = expected if request.POST.get("had_title") == "1" else None
     try:

@@ -1,10 +1,16 @@
 """A store known damaged (the demo home's ``laptop``: a page of its messages index is
 garbage) offers no write: its session pages offer no rename or flag, its health page
 no heal or migration, and every page gives the same salvage advice (that of the
-``store_corrupt`` check). Its 503 page does not log an ERROR per view (ground rule 9)."""
+``store_corrupt`` check). Its 503 page does not log an ERROR per view (ground rule 9).
+A write asked for anyway (a POST, a command, a background job) is refused by the
+guarded write itself, audited as ``refused`` with the same advice, and nothing is
+written; once the store's files change (salvaged, replaced) the old finding no
+longer refuses."""
 
 import json
 import logging
+import os
+import re
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,10 +18,14 @@ from django.contrib.auth.models import User
 from sessions_app.checks.registry import BY_CODE as CHECKS
 from sessions_app.context_processors import DEMO_MARKER
 from sessions_app.models import AuditEvent
-from tests.actions.conftest import heal
+from sessions_app.stores import registry
+from tests.actions.conftest import heal, run_command
 from tests.conftest import copy_home_of
 
-pytestmark = pytest.mark.django_db
+from .test_health_pages import wait_for
+
+# Background jobs (bulk flags, heal runs) write from their own thread.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ADVICE = CHECKS["store_corrupt"].next_step
 
@@ -25,6 +35,7 @@ def laptop(demo_home, use_roots, tmp_path, settings, client):
     """A private copy of the demo home, checked once; an admin logged in. Returns the
     ``laptop`` profile's session ids by kind."""
     home = copy_home_of(demo_home, tmp_path / "demo-home")
+    settings.HERMES_ADMIN_JOB_RUNNER = "thread"  # background jobs in this process, on this database
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
     use_roots(home)
@@ -68,12 +79,87 @@ def test_profile_page_gives_the_same_advice_and_logs_no_error_per_view(client, l
     assert errors == [], [r.getMessage() for r in errors]
 
 
-def test_a_write_posted_anyway_is_refused_before_touching_the_store(client, laptop):
+def files_of(profile: str) -> dict:
+    """``os.stat`` of the store and its -wal: (size, mtime_ns) per existing file."""
+    path = registry.get(profile).path
+    out = {}
+    # -shm left out: every reader updates it (SQLite's shared index), writing nothing.
+    for name in (path, path.with_name(path.name + "-wal")):
+        if name.exists():
+            st = os.stat(name)
+            out[name.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def refusals(**filters):
+    return list(AuditEvent.objects.filter(profile="laptop", outcome="refused", **filters))
+
+
+def assert_refused_as_damaged(events):
+    assert events, "no refusal recorded"
+    for event in events:
+        assert "this store is damaged" in event.reason and ADVICE in event.reason, event.reason
+        assert event.rows_changed == 0 and event.changes == []
+    assert not AuditEvent.objects.filter(profile="laptop").exclude(outcome="refused").exists()
+
+
+def test_a_write_posted_anyway_is_refused_and_audited(client, laptop):
     sid = laptop["cli_main"]
-    before = AuditEvent.objects.count()
+    before = files_of("laptop")
     renamed = client.post(f"/p/laptop/s/{sid}/rename/", {"title": "new", "had_title": "0"}, follow=True)
     archived = client.post(f"/p/laptop/s/{sid}/flags/", {"action": "archive"}, follow=True)
     for response in (renamed, archived):
         said = [str(m) for m in response.context["messages"]]
-        assert any("not changed: this store is damaged" in m for m in said), said
-    assert AuditEvent.objects.count() == before  # no failed write recorded: none was tried
+        assert any("not changed (refused): this store is damaged" in m and ADVICE in m for m in said), said
+    assert_refused_as_damaged(refusals())
+    assert len(refusals()) == 2
+    assert files_of("laptop") == before
+
+
+def test_bulk_flags_on_a_damaged_store_are_refused_each(client, laptop):
+    before = files_of("laptop")
+    chosen = [f"laptop {laptop['cli_main']}", f"laptop {laptop['slack_ended']}"]
+    response = client.post("/sessions/flags/", {"action": "pin", "s": chosen})
+    assert response.status_code == 302
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done", run.error
+    events = refusals(run=run)
+    assert len(events) == 2
+    assert_refused_as_damaged(events)
+    assert files_of("laptop") == before
+
+
+def test_the_flag_command_on_a_damaged_store_is_refused(laptop):
+    before = files_of("laptop")
+    code, report = run_command("flag_sessions", "--profile", "laptop", "--archive", laptop["cli_main"], "--json")
+    assert code != 0
+    assert "this store is damaged" in json.dumps(report)
+    assert_refused_as_damaged(refusals())
+    assert files_of("laptop") == before
+
+
+def test_heal_apply_on_a_damaged_store_writes_nothing(client, laptop):
+    """A heal pass finds the store corrupt again and plans no repair for it; nothing is
+    written whether from the command or the health page's POST."""
+    before = files_of("laptop")
+    code, report = heal("--profile", "laptop", "--apply", "--json")
+    [entry] = report["profiles"]
+    assert entry["status"] == "corrupt" and entry["actions"] == []
+    response = client.post("/p/laptop/heal/")
+    assert response.status_code == 302
+    run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
+    assert run.status == "done", run.error
+    assert files_of("laptop") == before
+    assert not AuditEvent.objects.filter(profile="laptop").exclude(outcome="refused").exists()
+
+
+def test_a_store_changed_since_its_check_is_no_longer_refused_as_damaged(client, laptop):
+    """Salvaged or replaced after the pass that found the damage, its files are newer
+    than that pass: the old finding no longer refuses (the next pass judges the file)."""
+    sid = laptop["cli_main"]
+    os.utime(registry.get("laptop").path)  # what installing a salvaged copy does to the stat
+    response = client.post(f"/p/laptop/s/{sid}/flags/", {"action": "archive"}, follow=True)
+    said = [str(m) for m in response.context["messages"]]
+    assert not any("this store is damaged" in m for m in said), said
+    [event] = AuditEvent.objects.filter(profile="laptop", action="set_session_flag")
+    assert "this store is damaged" not in event.reason

@@ -9,7 +9,7 @@ runtime; docs/architecture.md §7).
 
 from __future__ import annotations
 
-from ..checks.registry import BY_CODE as CHECKS
+from .registry import BY_CODE as CHECKS
 from ..health import latest, staleness
 
 # Checks whose finding means the file itself is damaged (not busy, not a missing index).
