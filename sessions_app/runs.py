@@ -52,9 +52,15 @@ def iso(ts: float) -> str:
 
 
 def finding_json(finding) -> dict:
-    """A report's finding entry from a ``checks.base.Finding``."""
-    return {"check": finding.check, "severity": finding.severity, "session_id": finding.session_id,
-            "count": finding.count, "detail": finding.detail, "heal": finding.heal}
+    """A report's finding entry from a ``checks.base.Finding``; a damage finding also
+    keeps SQLite's own quick_check lines (``sqlite_report``, a list of str) for the
+    pages to fold under its readable detail."""
+    out = {"check": finding.check, "severity": finding.severity, "session_id": finding.session_id,
+           "count": finding.count, "detail": finding.detail, "heal": finding.heal}
+    raw = (finding.evidence or {}).get("quick_check")
+    if raw:
+        out["sqlite_report"] = [str(line) for line in raw]
+    return out
 
 
 @dataclass

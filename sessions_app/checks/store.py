@@ -237,17 +237,22 @@ class StoreCorrupt(Check):
     explanation = (
         "SQLite's own consistency check found damage outside the full-text index: pages or "
         "b-trees of real tables or indexes are broken. Reads may fail or return incomplete "
-        "data, and writing can make it worse. Stop the profile's Hermes processes, keep a copy, "
-        "and recover with 'hermes sessions recover'."
+        "data, and writing can make it worse."
     )
 
     def run(self, ctx):
         result = quick_check(ctx)
         if result["state"] == "structural":
+            # SQLite's own lines ("*** in database main ***", "Page 23: btreeInitPage()
+            # returns error code 11") stay in the evidence; the pages fold them away.
+            problems = [ln for line in result["lines"] for ln in str(line).splitlines()
+                        if ln.strip() and not ln.startswith("*** in database")]
             where = f" in {', '.join(result['objects'])}" if result["objects"] else ""
-            yield self.finding(None, len(result["lines"]) or 1,
-                               f"quick_check reports damage{where}: {result['lines'][0] if result['lines'] else result['reason']}",
-                               {"quick_check": result["lines"], "objects": result["objects"]})
+            count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else "damage"
+            yield self.finding(None, len(problems) or 1,
+                               f"SQLite's consistency check (quick_check) found {count}{where}; "
+                               "pages of the file cannot be read as SQLite wrote them",
+                               {"quick_check": result["lines"] or [result["reason"]], "objects": result["objects"]})
 
 
 class SchemaOutdated(Check):

@@ -155,7 +155,16 @@ def _health_row(f) -> str:
     else:
         repair = '<span class="muted">no automatic repair</span>'
     return (f'\n    <tr>\n      <td>{session}</td>\n      <td class="num">{_v(f.get("count", ""))}</td>\n'
-            f'      <td dir="auto">{_v(f.get("detail", ""))}</td>\n      <td>{repair}</td>\n    </tr>')
+            f'      <td dir="auto">{_v(f.get("detail", ""))}{_raw_report(f)}</td>\n      <td>{repair}</td>\n    </tr>')
+
+
+def _raw_report(f) -> str:
+    """SQLite's own quick_check lines of a damage finding, folded (the detail says it readably)."""
+    lines = f.get("sqlite_report")
+    if not lines:
+        return ""
+    return (f'<details class="raw-report"><summary class="small">SQLite\'s own report</summary>'
+            f'<pre class="small">{_v(chr(10).join(str(x) for x in lines))}</pre></details>')
 
 
 @register.simple_tag

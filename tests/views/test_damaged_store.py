@@ -163,3 +163,18 @@ def test_a_store_changed_since_its_check_is_no_longer_refused_as_damaged(client,
     assert not any("this store is damaged" in m for m in said), said
     [event] = AuditEvent.objects.filter(profile="laptop", action="set_session_flag")
     assert "this store is damaged" not in event.reason
+
+
+def test_health_page_gives_the_salvage_advice_once_and_sqlites_text_folded(client, laptop):
+    body = text(client.get("/p/laptop/health/")).split('<details class="catalog">')[0]  # the catalog aside
+    assert body.count(ADVICE) == 1 and body.count("hermes sessions recover") == 1  # the banner's
+    assert 'see <a href="#no-writes">the notice above</a>' in body
+    # The finding says it readably; SQLite's own lines stay, folded away.
+    assert "found 1 problem in idx_messages_session" in body
+    detail, raw = body.split("SQLite's own report</summary>", 1)
+    assert "*** in database main ***" not in detail and "*** in database main ***" in raw.split("</details>")[0]
+
+
+def test_the_damaged_profile_page_links_its_health_page(client, laptop):
+    page = client.get("/p/laptop/")
+    assert page.status_code == 503 and 'href="/p/laptop/health/"' in page.content.decode()
