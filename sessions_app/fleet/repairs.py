@@ -4,8 +4,9 @@ profile's migration plans (JSONL imports, moves to the owning profile).
 Runs on the host that holds the store (task ``hermes.read``) through the very
 presenter one host's repair page uses (``presenters.health.repair_preview``: the
 live check, ``actions.registry.plan_for``, the liveness evidence), and answers
-plain JSON. The dashboard signs ``plan_data`` (the unmasked plan, what applying
-it executes) for the user who saw the preview; applying it is a fleet ``apply``
+plain JSON. The dashboard keeps ``plan_data`` (the unmasked plan, what applying
+it executes) in the login session of the user who saw the preview, the form
+carrying a signed reference bound to that user (``views.common.plan_token``); applying it is a fleet ``apply``
 run on the host's queue (``hermes.run_job``), whose plans the worker checks again
 against its own roots (:func:`.tasks._validate_run`) and whose guards refuse a
 plan the store has moved past (docs/architecture.md §5.1).

@@ -87,7 +87,8 @@ def _validate_items(run) -> None:
 
 
 def _validate_run(run) -> None:
-    """Refuse a run naming anything that is not this host's."""
+    """Refuse a run naming anything that is not this host's, or an apply plan that is
+    not the run's own (a profile the run does not name, an action not registered)."""
     from ..runs import FLEET_TRIGGER
 
     if run.trigger != FLEET_TRIGGER:
@@ -104,10 +105,24 @@ def _validate_run(run) -> None:
         if not run.plans:
             raise worker.refuse("run_job", f"{run.mode} run #{run.pk} has nothing to do")
         return _validate_items(run)
+    from ..actions.registry import ACTIONS
+
     for plan in run.plans:
         if not isinstance(plan, dict):
             raise worker.refuse("run_job", "a plan is not a mapping")
-        store = worker.store_for("run_job", plan.get("profile"), session_ids=[plan.get("session_id") or ""])
+        sids = [str(plan.get("session_id") or "")]
+        # The run's profiles are what the dashboard checked the user's token against
+        # and what the run page names: a plan for another of this host's profiles is
+        # not what was confirmed, even though this host could write it.
+        if plan.get("profile") not in run.profiles:
+            raise worker.refuse("run_job", f"a plan of run #{run.pk} is for profile {plan.get('profile')!r}, "
+                                f"which the run does not name", profile=str(plan.get("profile") or ""),
+                                session_ids=sids)
+        if not isinstance(plan.get("action"), str) or plan["action"] not in ACTIONS:
+            raise worker.refuse("run_job", f"a plan of run #{run.pk} names no known action "
+                                f"({str(plan.get('action'))[:64]!r})", profile=str(plan.get("profile")),
+                                session_ids=sids)
+        store = worker.store_for("run_job", plan.get("profile"), session_ids=sids)
         path = worker.path_inside("run_job", plan.get("store_path"), profile=store.key)
         if path != str(store.path):
             raise worker.refuse("run_job", f"plan store {path} is not profile {store.key}'s store",

@@ -2,9 +2,10 @@
 the migration page (JSONL imports, moves to the owning profile).
 
 The preview is read on the host (``repair_preview`` of :mod:`.repairs`, a
-``hermes.read`` task with the fleet timeout); the plan it returns is signed here
-exactly as one host signs it (``views.health``: same salt, same hour) for the
-user who saw it, and applying it is a fleet ``apply`` run on the host's queue
+``hermes.read`` task with the fleet timeout); the plan it returns is kept here
+exactly as one host keeps it (``views.common.plan_token``: in the login session of
+the user who saw it, the form carrying only a signed reference bound to that user,
+good for an hour), and applying it is a fleet ``apply`` run on the host's queue
 (``hermes.run_job``, acknowledged late), run there by ``jobs.execute`` through
 ``Applier.apply_all``, the guarded write of one host. No store logic here.
 """
@@ -26,7 +27,7 @@ from ..checks.registry import BY_CODE as CHECKS
 from ..presenters.changes import change_table
 from ..presenters.migration import MIGRATION_CHECKS, may_apply
 from ..secrets import masking_for
-from ..views.common import refuse_token, require_perm
+from ..views.common import plan_token, plans_of, refuse_token, require_perm, token_refusal
 from ..views.health import PLAN_MAX_AGE, PLAN_SALT, REPAIR_REFUSED
 from ..views.migration import MIGRATION_REFUSED, PLANS_MAX_AGE, PLANS_SALT
 from . import client
@@ -53,7 +54,7 @@ def repair_preview(request, profile, session_id):
                    permission=shown["permission"],
                    can_apply=request.user.has_perm(f"sessions_app.{shown['permission']}") and view.reachable,
                    changes=change_table(shown["plan"]["changes"]) if shown["plan"] else None,
-                   token=signing.dumps(plan_data, salt=PLAN_SALT, compress=True) if plan_data else None)
+                   token=plan_token(request, PLAN_SALT, plan_data) if plan_data else None)
     return render(request, "fleet/repair.html", context)
 
 
@@ -64,13 +65,13 @@ def repair_apply(request, profile, session_id):
     queue; a forged or misplaced plan is refused and audited (HTTP 400)."""
     view, _local = _remote(profile)
     try:
-        data = signing.loads(request.POST.get("plan", ""), salt=PLAN_SALT, max_age=PLAN_MAX_AGE)
+        data = plans_of(request, PLAN_SALT, request.POST.get("plan", ""), PLAN_MAX_AGE)
     except signing.SignatureExpired:
         flash.warning(request, "That preview is more than an hour old; here is a fresh one.")
         url = reverse("fleet_repair", args=[profile, session_id])
         return redirect(f"{url}?{urlencode({'check': request.POST.get('check', '')})}")
-    except signing.BadSignature:
-        return refuse_token(request, REPAIR_REFUSED, "invalid repair plan (forged or corrupted token)",
+    except signing.BadSignature as exc:
+        return refuse_token(request, REPAIR_REFUSED, token_refusal(exc, "invalid repair plan (forged or corrupted token)"),
                             session_ids=[session_id], profile=profile)
     if not isinstance(data, dict) or data.get("profile") != profile or data.get("session_id") != session_id:
         found = f"{data.get('profile')} {data.get('session_id')}" if isinstance(data, dict) else "nothing"
@@ -107,7 +108,7 @@ def migrate_profile(request, profile):
     ready = [r["plan_data"] for r in rows if not r["blocked"] and r["allowed"]]
     context.update(imports=[r for r in rows if r["action"] == "import_jsonl_transcript"],
                    moves=[r for r in rows if r["action"] == "move_to_owner_store"], ready=len(ready),
-                   token=signing.dumps(ready, salt=PLANS_SALT, compress=True) if ready and view.reachable else None)
+                   token=plan_token(request, PLANS_SALT, ready) if ready and view.reachable else None)
     return render(request, "fleet/migrate.html", context)
 
 
@@ -115,13 +116,13 @@ def _migrate_apply(request, view, profile):
     if not request.user.has_perm("sessions_app.run_heal"):
         raise PermissionDenied
     try:
-        data = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLANS_MAX_AGE)
+        data = plans_of(request, PLANS_SALT, request.POST.get("plans", ""), PLANS_MAX_AGE)
     except signing.SignatureExpired:
         flash.warning(request, "Those plans are more than an hour old; here they are again, planned afresh.")
         return redirect("fleet_migrate", profile)
-    except signing.BadSignature:
-        return refuse_token(request, MIGRATION_REFUSED, "invalid migration plans (forged or corrupted token)",
-                            profile=profile)
+    except signing.BadSignature as exc:
+        return refuse_token(request, MIGRATION_REFUSED,
+                            token_refusal(exc, "invalid migration plans (forged or corrupted token)"), profile=profile)
     if not isinstance(data, list) or not data or \
             any(not isinstance(d, dict) or d.get("profile") != profile for d in data):
         return refuse_token(request, MIGRATION_REFUSED, "the migration plans belong to another profile",

@@ -1,10 +1,13 @@
-"""Helpers shared by the page views: resolving a profile key to a readable store."""
+"""Helpers shared by the page views: resolving a profile key to a readable store,
+permissions, refused tokens, and the plan tokens of the Apply forms."""
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from functools import wraps
 
+from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.views import defaults
 from django.db import DatabaseError
@@ -90,6 +93,62 @@ def refuse_token(request, action: str, reason: str, store: Store | None = None, 
            session_ids=[str(s) for s in session_ids], outcome="refused", reason=f"{reason}; nothing was done",
            plan={"path": request.path}, request_address=request.META.get("REMOTE_ADDR"))
     return HttpResponseBadRequest(f"{reason[:1].upper()}{reason[1:]}; nothing was done.", content_type="text/plain")
+
+
+PLANS_SESSION_KEY = "hermes_plans"  # request.session key of the plans behind the Apply forms
+PLANS_KEPT = 20  # previewed plans kept per login session (the oldest go first)
+
+
+class PlanTokenMismatch(signing.BadSignature):
+    """A genuine plan token posted by another user than the one who previewed it."""
+
+
+class PlanGone(signing.SignatureExpired):
+    """A plan token whose plan this login session no longer keeps (signed out and
+    in again, or more than ``PLANS_KEPT`` previews since): planned afresh like an
+    expired one."""
+
+
+def plan_token(request, salt: str, plans) -> str:
+    """The Apply form's token for ``plans`` (a repair plan dict, or a list of them),
+    previewed by ``request.user``.
+
+    The plans stay on the server, in the user's login session (``request.session``)
+    under a random nonce; the token is only that nonce and the user's id, signed
+    with ``salt`` (``django.core.signing``). A signed value is readable by whoever
+    holds it (base64 and zlib, not encryption), and plans carry the unmasked text
+    of the store (titles, notes, JSONL lines) that a masked user's page hides.
+    """
+    nonce = secrets.token_urlsafe(18)
+    kept = dict(request.session.get(PLANS_SESSION_KEY) or {})
+    kept[nonce] = {"salt": salt, "plans": plans}
+    while len(kept) > PLANS_KEPT:  # dicts keep insertion order: the oldest first
+        kept.pop(next(iter(kept)))
+    request.session[PLANS_SESSION_KEY] = kept
+    return signing.dumps({"nonce": nonce, "uid": request.user.pk}, salt=salt)
+
+
+def plans_of(request, salt: str, token: str, max_age: int):
+    """The plans :func:`plan_token` kept for ``token``.
+
+    Raises ``signing.SignatureExpired`` (older than ``max_age`` seconds) or its
+    :class:`PlanGone`, :class:`PlanTokenMismatch` (issued to another user), or
+    ``signing.BadSignature`` (forged, corrupted, or signed for another form).
+    """
+    data = signing.loads(token or "", salt=salt, max_age=max_age)
+    if not isinstance(data, dict) or not isinstance(data.get("nonce"), str):
+        raise signing.BadSignature("malformed plan token")
+    if data.get("uid") != request.user.pk:
+        raise PlanTokenMismatch("the plan was previewed by another user")
+    kept = (request.session.get(PLANS_SESSION_KEY) or {}).get(data["nonce"])
+    if not isinstance(kept, dict) or kept.get("salt") != salt:
+        raise PlanGone("this login session no longer keeps that plan")
+    return kept["plans"]
+
+
+def token_refusal(exc: signing.BadSignature, forged: str) -> str:
+    """The audited reason of a refused plan token: ``forged`` unless it was another user's."""
+    return str(exc) if isinstance(exc, PlanTokenMismatch) else forged
 
 
 def permission_denied(request, exception=None):

@@ -23,7 +23,7 @@ from ..presenters.health import health_page, planned_repairs
 from ..presenters.health import repair_preview as preview_for
 from ..presenters.repair_all import REPAIR_ALL_MAX, repair_all_preview
 from ..stores import registry
-from .common import refuse_token, require_perm, store_view
+from .common import plan_token, plans_of, refuse_token, require_perm, store_view, token_refusal
 
 PLAN_SALT = "repair-plan"
 PLANS_SALT = "repair-all-plans"
@@ -136,7 +136,7 @@ def repair_preview(request, store, session_id):
         shown = preview_for(store, session_id, request.GET.get("check", ""), user=request.user)
     except NotFound as exc:
         raise Http404(str(exc)) from exc
-    token = signing.dumps(shown.plan_data, salt=PLAN_SALT, compress=True) if shown.plan_data is not None else None
+    token = plan_token(request, PLAN_SALT, shown.plan_data) if shown.plan_data is not None else None
     return render(request, "sessions/repair.html", {
         "store": store, "session_id": session_id, "check": shown.check, "finding": shown.finding,
         "plan": shown.plan, "changes": shown.changes, "token": token, "live": shown.live,
@@ -151,14 +151,14 @@ def repair_preview(request, store, session_id):
 def repair_apply(request, store, session_id):
     """Apply the previewed (signed) plan as a background job."""
     try:
-        data = signing.loads(request.POST.get("plan", ""), salt=PLAN_SALT, max_age=PLAN_MAX_AGE)
+        data = plans_of(request, PLAN_SALT, request.POST.get("plan", ""), PLAN_MAX_AGE)
     except signing.SignatureExpired:
         flash.warning(request, "That preview is more than an hour old; here is a fresh one.")
         url = reverse("repair_preview", args=[store.key, session_id])
         return redirect(f"{url}?{urlencode({'check': request.POST.get('check', '')})}")
-    except signing.BadSignature:
-        return refuse_token(request, REPAIR_REFUSED, "invalid repair plan (forged or corrupted token)", store,
-                            [session_id])
+    except signing.BadSignature as exc:
+        return refuse_token(request, REPAIR_REFUSED, token_refusal(exc, "invalid repair plan (forged or corrupted token)"),
+                            store, [session_id])
     if not isinstance(data, dict) or data.get("profile") != store.key or data.get("session_id") != session_id:
         found = f"{data.get('profile')} {data.get('session_id')}" if isinstance(data, dict) else "nothing"
         return refuse_token(request, REPAIR_REFUSED, f"the repair plan belongs to another session ({found})", store,
@@ -181,7 +181,7 @@ def repair_all(request, store, check):
     except NotFound as exc:
         raise Http404(str(exc)) from exc
     missing = sorted(p for p in shown.permissions if not request.user.has_perm(f"sessions_app.{p}"))
-    token = signing.dumps(shown.plans, salt=PLANS_SALT, compress=True) if shown.plans and not missing else None
+    token = plan_token(request, PLANS_SALT, shown.plans) if shown.plans and not missing else None
     return render(request, "sessions/repair_all.html", {
         "store": store, "shown": shown, "check": shown.check, "token": token,
         "missing": [p.replace("_", " ") for p in missing],
@@ -196,12 +196,13 @@ def repair_all_apply(request, store, check):
     """Apply the confirmed plans of :func:`repair_all` as one background job (the
     plan job of single repairs: each plan its own guarded write)."""
     try:
-        plans = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLAN_MAX_AGE)
+        plans = plans_of(request, PLANS_SALT, request.POST.get("plans", ""), PLAN_MAX_AGE)
     except signing.SignatureExpired:
         flash.warning(request, "That preview is more than an hour old; here is a fresh one.")
         return redirect("repair_all", store.key, check)
-    except signing.BadSignature:
-        return refuse_token(request, REPAIR_ALL_REFUSED, "invalid repair plans (forged or corrupted token)", store)
+    except signing.BadSignature as exc:
+        return refuse_token(request, REPAIR_ALL_REFUSED,
+                            token_refusal(exc, "invalid repair plans (forged or corrupted token)"), store)
     if not isinstance(plans, list) or not plans or not all(
             isinstance(p, dict) and p.get("profile") == store.key and p.get("check") == check for p in plans):
         return refuse_token(request, REPAIR_ALL_REFUSED, f"the repair plans are not this profile's {check} findings",

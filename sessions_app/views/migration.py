@@ -2,7 +2,8 @@
 session's JSONL copy against the store, and the two copies of a colliding id
 (what they show: ``presenters.migration``).
 
-*Apply* signs exactly the previewed plans and runs them as a background job
+*Apply* runs exactly the previewed plans (kept in the user's login session, the
+form carrying a signed reference: ``views.common.plan_token``) and runs them as a background job
 (``jobs.py``), whose page shows progress and the result with backup paths.
 Permissions are enforced here, not by hiding buttons: imports need ``run_heal``,
 moves ``delete_sessions`` (``Action.permission``), and the job's engine checks again.
@@ -21,7 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from ..presenters import NotFound
 from ..presenters.migration import MIGRATION_CHECKS, collision_page, jsonl_page, may_apply, migration_rows
-from .common import refuse_token, require_perm, store_view
+from .common import plan_token, plans_of, refuse_token, require_perm, store_view, token_refusal
 from .health import _start
 
 PLANS_SALT = "migration-plans"
@@ -38,13 +39,13 @@ def migrate_profile(request, store):
         if not request.user.has_perm("sessions_app.run_heal"):
             raise PermissionDenied
         try:
-            data = signing.loads(request.POST.get("plans", ""), salt=PLANS_SALT, max_age=PLANS_MAX_AGE)
+            data = plans_of(request, PLANS_SALT, request.POST.get("plans", ""), PLANS_MAX_AGE)
         except signing.SignatureExpired:
             flash.warning(request, "Those plans are more than an hour old; here they are again, planned afresh.")
             return redirect("migrate_profile", store.key)
-        except signing.BadSignature:
-            return refuse_token(request, MIGRATION_REFUSED, "invalid migration plans (forged or corrupted token)",
-                                store)
+        except signing.BadSignature as exc:
+            return refuse_token(request, MIGRATION_REFUSED,
+                                token_refusal(exc, "invalid migration plans (forged or corrupted token)"), store)
         if not isinstance(data, list) or not data or \
                 any(not isinstance(d, dict) or d.get("profile") != store.key for d in data):
             return refuse_token(request, MIGRATION_REFUSED, "the migration plans belong to another profile", store)
@@ -54,7 +55,7 @@ def migrate_profile(request, store):
         return redirect("run", run.pk)
     rows = migration_rows(store, user=request.user)
     ready = [asdict(r["plan"]) for r in rows if not r["plan"].blocked and r["allowed"]]
-    token = signing.dumps(ready, salt=PLANS_SALT, compress=True) if ready else None
+    token = plan_token(request, PLANS_SALT, ready) if ready else None
     return render(request, "sessions/migrate.html", {
         "store": store, "imports": [r for r in rows if r["plan"].action == "import_jsonl_transcript"],
         "moves": [r for r in rows if r["plan"].action == "move_to_owner_store"], "ready": len(ready),

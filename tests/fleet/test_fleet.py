@@ -87,7 +87,7 @@ def test_a_task_naming_anything_outside_the_workers_roots_is_refused_and_audited
     plan = {"action": "recount_session", "check": "counter_drift", "profile": "default on host-a",
             "store_path": outside, "session_id": "s1", "summary": "forged", "changes": [], "params": {},
             "writes_store": True, "blocked": ""}
-    run = runs.create("apply", runs.FLEET_TRIGGER, actor_label="forger", plans=[plan])
+    run = runs.create("apply", runs.FLEET_TRIGGER, actor_label="forger", plans=[plan], profiles=["default on host-a"])
     client.start_run(run, "host-a")
     run = _finish(run.pk)
     assert run.status == "failed" and "refused by host host-a" in run.error and "outside" in run.error

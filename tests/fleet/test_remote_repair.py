@@ -11,12 +11,38 @@ from sessions_app import runs
 from sessions_app.fleet import client
 from sessions_app.models import AuditEvent
 
+from tests.plans import decoded_values
+
 from .conftest import tree_digest
 from .test_remote import _finish, _redeliver_on, _run_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "ops on host-a"  # no other fleet test writes host-a's stores
 SESSION = "20260302_160000_0d0ba5"  # its message_count drifted from its rows (counter_drift)
+
+
+def test_a_remote_repair_form_carries_a_reference_bound_to_its_user(hosts_up, admin, settings, django_user_model):
+    """Before the apply below (which clears the finding). The plan (unmasked store text, what applying executes) stays in the user's
+    login session: the form's token decodes to no part of it, and another user
+    posting it is refused and audited."""
+    from django.test import Client
+
+    from sessions_app.models import HealRun
+
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    url = f"/fleet/p/{quote(KEY)}/s/{SESSION}/repair/"
+    page = admin.get(url, {"check": "counter_drift"}).content.decode()
+    token = re.search(r'name="plan" value="([^"]+)"', page).group(1)
+    decoded = decoded_values(page)
+    assert any('"nonce"' in d for d in decoded)
+    assert not [d for d in decoded if "recount_session" in d or "store_path" in d or SESSION in d]
+    other = Client()
+    other.force_login(django_user_model.objects.create_superuser("fleet-other", password="x-unused-x"))
+    refused = other.post(url + "apply/", {"plan": token, "check": "counter_drift"})
+    assert refused.status_code == 400 and b"previewed by another user" in refused.content
+    event = AuditEvent.objects.get(action="repair_apply", outcome="refused")
+    assert event.actor.username == "fleet-other" and event.profile == KEY and event.session_ids == [SESSION]
+    assert not HealRun.objects.exists()
 
 
 def test_remote_repair_preview_and_apply_run_on_the_host(hosts_up, admin):
@@ -61,3 +87,27 @@ def test_remote_repair_arguments_are_checked_on_the_worker(hosts_up):
     client.start_run(run, "host-a")
     run = _finish(run.pk)
     assert run.status == "failed" and "refused by host host-a" in run.error
+
+
+def test_an_apply_run_whose_plans_are_not_what_it_names_is_refused_on_the_worker(hosts_up):
+    """The worker checks a fleet apply run's plans against the run itself: each plan
+    is for one of the run's profiles and names a known action (audited refusals)."""
+    from sessions_app.models import HealRun
+
+    before = tree_digest(hosts_up["roots"]["host-b"])
+    key = "ops on host-b"  # its drift is still there (host-a's was repaired above)
+    answer = client.ask("host-b", "repair_preview", key=key, session_id=SESSION, check="counter_drift")
+    assert answer.ok, answer.error
+    plan = answer.data["plan_data"]
+    assert plan is not None
+    for profiles, forged, why in (
+        (["default on host-b"], plan, f"is for profile '{key}', which the run does not name"),
+        ([key], dict(plan, action="drop_every_table"), "names no known action ('drop_every_table')"),
+    ):
+        run = runs.create("apply", runs.FLEET_TRIGGER, actor_label="forger", profiles=profiles, plans=[forged])
+        client.start_run(run, "host-b")
+        run = _finish(run.pk)
+        assert run.status == HealRun.Status.FAILED and "refused by host host-b" in run.error and why in run.error
+        assert AuditEvent.objects.filter(action="fleet:run_job", outcome="refused", reason__contains=why).exists()
+    assert not AuditEvent.objects.filter(outcome="applied").exists()
+    assert tree_digest(hosts_up["roots"]["host-b"]) == before

@@ -15,6 +15,7 @@ from django.test import Client
 
 from sessions_app.models import AuditEvent, HealRun
 from tests.conftest import IDS
+from tests.plans import planted_token
 
 PROJECT = Path(__file__).resolve().parents[2]
 SID = IDS["cli_main"]
@@ -136,10 +137,11 @@ def test_a_forged_repair_plan_is_refused_and_audited(operator):
 
 
 @pytest.mark.django_db
-def test_a_repair_plan_for_another_session_is_refused_and_audited(operator):
+def test_a_repair_plan_for_another_session_is_refused_and_audited(operator, django_user_model):
     other = IDS["long"]
-    token = signing.dumps({"profile": "default", "session_id": other, "action": "recount_session"},
-                          salt="repair-plan", compress=True)
+    olive = django_user_model.objects.get(username="olive")
+    token = planted_token(operator, olive, "repair-plan",
+                          {"profile": "default", "session_id": other, "action": "recount_session"})
     response = operator.post(f"/p/default/s/{SID}/repair/apply/", {"plan": token})
     assert response.status_code == 400
     [event] = refused("repair_apply")
@@ -148,11 +150,11 @@ def test_a_repair_plan_for_another_session_is_refused_and_audited(operator):
 
 
 @pytest.mark.django_db
-def test_forged_migration_plans_are_refused_and_audited(operator):
+def test_forged_migration_plans_are_refused_and_audited(operator, django_user_model):
     response = operator.post("/p/default/migrate/", {"plans": "not-a-token"})
     assert response.status_code == 400
-    elsewhere = signing.dumps([{"profile": "ops", "action": "import_jsonl_transcript"}], salt="migration-plans",
-                              compress=True)
+    olive = django_user_model.objects.get(username="olive")
+    elsewhere = planted_token(operator, olive, "migration-plans", [{"profile": "ops", "action": "import_jsonl_transcript"}])
     assert operator.post("/p/default/migrate/", {"plans": elsewhere}).status_code == 400
     events = refused("migrate_apply")
     assert [e.reason.split(";")[0] for e in reversed(events)] == [

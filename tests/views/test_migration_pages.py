@@ -10,7 +10,6 @@ import time
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.core import signing
 from django.test import Client
 
 from sessions_app.models import AuditEvent, HealRun
@@ -18,6 +17,7 @@ from sessions_app.stores import registry
 from tests.actions.conftest import age_store
 from tests.checks.helpers import damage
 from tests.conftest import ids
+from tests.plans import decoded_values, kept_plans, planted_token
 from tests.views.markup import without_bidi_markup
 
 from .test_health_pages import wait_for
@@ -102,11 +102,17 @@ def test_operator_imports_but_cannot_move(home):
     page = text(operator.get("/p/default/migrate/"))
     assert "needs the <em>delete sessions</em> permission" in page and "Apply 1 plan" in page
     token = re.search(r'name="plans" value="([^"]+)"', page).group(1)
-    assert [p["action"] for p in signing.loads(token, salt="migration-plans")] == ["import_jsonl_transcript"]
-    # a move plan, correctly signed, is still refused on the server
-    admin_page = text(client_for("Admin").get("/p/default/migrate/"))
+    assert [p["action"] for p in kept_plans(operator, token, "migration-plans")] == ["import_jsonl_transcript"]
+    admin = client_for("Admin")
+    admin_page = text(admin.get("/p/default/migrate/"))
     both = re.search(r'name="plans" value="([^"]+)"', admin_page).group(1)
-    assert operator.post("/p/default/migrate/", {"plans": both}).status_code == 403
+    # the admin's token is the admin's: refused and audited for anyone else
+    assert operator.post("/p/default/migrate/", {"plans": both}).status_code == 400
+    assert "previewed by another user" in AuditEvent.objects.get(action="migrate_apply", outcome="refused").reason
+    # a move plan kept for the operator (as a faulty page could) is still refused on the server
+    kept = planted_token(operator, User.objects.get(username="operator"), "migration-plans",
+                         kept_plans(admin, both, "migration-plans"))
+    assert operator.post("/p/default/migrate/", {"plans": kept}).status_code == 403
     assert not HealRun.objects.exists()
     response = operator.post("/p/default/migrate/", {"plans": token})
     run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
@@ -133,7 +139,10 @@ def test_a_move_through_the_repair_preview_needs_the_delete_permission(home):
     page = text(admin.get(url))
     token = re.search(r'name="plan" value="([^"]+)"', page).group(1)
     apply = f"/p/default/s/{MOVED}/repair/apply/"
-    assert operator.post(apply, {"plan": token, "check": "owner_mismatch"}).status_code == 403
+    assert operator.post(apply, {"plan": token, "check": "owner_mismatch"}).status_code == 400  # the admin's
+    kept = planted_token(operator, User.objects.get(username="operator"), "repair-plan",
+                         kept_plans(admin, token, "repair-plan"))
+    assert operator.post(apply, {"plan": kept, "check": "owner_mismatch"}).status_code == 403
     response = admin.post(apply, {"plan": token, "check": "owner_mismatch"})
     run = wait_for(int(re.search(r"/runs/(\d+)/", response["Location"]).group(1)))
     assert run.status == "done" and run.report["summary"]["applied"] == 1, run.report
@@ -211,11 +220,12 @@ def test_a_plan_that_fails_is_shown_and_the_others_still_apply(home, monkeypatch
         raise TypeError("an unexpected value in the file")
 
     monkeypatch.setattr(ImportJsonlTranscript, "plan", broken)
-    page = text(client_for("Admin").get("/p/default/migrate/"))
+    admin = client_for("Admin")
+    page = text(admin.get("/p/default/migrate/"))
     assert "Not applicable now: planning failed: TypeError: an unexpected value in the file" in page
     assert MOVED in page and "Apply 1 plan" in page
     token = re.search(r'name="plans" value="([^"]+)"', page).group(1)
-    assert [p["action"] for p in signing.loads(token, salt="migration-plans")] == ["move_to_owner_store"]
+    assert [p["action"] for p in kept_plans(admin, token, "migration-plans")] == ["move_to_owner_store"]
 
 
 def test_a_linked_jsonl_is_never_followed_or_opened(home, tmp_path, monkeypatch):
@@ -260,6 +270,45 @@ def test_move_notes_and_bad_line_snippets_are_masked_for_auditors(home):
     for url in (f"/p/default/s/{MOVED}/repair/?check=owner_mismatch", f"/p/default/s/{LONG}/repair/?check=transcript_on_disk_only"):
         page = text(auditor.get(url))  # the repair preview shows the same notes, changes and finding
         assert "[secret masked: Anthropic key]" in page and "sk-ant" not in page
+
+
+def test_a_masked_users_apply_forms_carry_no_unmasked_text(home, settings):
+    """The plans behind Apply hold the store's own text (titles, notes, JSONL lines);
+    a user who sees it masked gets forms whose tokens decode to no part of it, and
+    applying still runs the real (unmasked) plan."""
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    with damage(registry.get("default")) as db:
+        db.execute("UPDATE sessions SET title = ? WHERE id = ?", (f"deploy with {SECRET}", MOVED))
+    with damage(registry.get("ops")) as db:
+        db.execute("INSERT INTO sessions (id, source, started_at, title) VALUES ('20260101_000000_abcdef', 'cli', 1.7e9, ?)",
+                   (f"deploy with {SECRET}",))
+    append_jsonl(LONG, json.dumps({"role": SECRET, "content": "who am I"}))
+    admin = client_for("Admin")
+    for url, field, shows_notes in (("/p/default/migrate/", "plans", True),
+                                    (f"/p/default/s/{MOVED}/repair/?check=owner_mismatch", "plan", True),
+                                    (f"/p/default/s/{LONG}/repair/?check=transcript_on_disk_only", "plan", True),
+                                    ("/p/default/repair-all/owner_mismatch/", "plans", False)):
+        page = admin.get(url).content.decode()
+        assert f'name="{field}" value="' in page, url  # the form is there
+        assert "sk-ant" not in page and ("[secret masked: Anthropic key]" in page or not shows_notes), url
+        decoded = decoded_values(page)
+        assert decoded and not [d for d in decoded if "sk-ant" in d or "Q7Q7Q7" in d], url
+    token = re.search(r'name="plans" value="([^"]+)"', admin.get("/p/default/migrate/").content.decode()).group(1)
+    assert any(SECRET in json.dumps(p) for p in kept_plans(admin, token, "migration-plans"))  # kept, unmasked
+    run = wait_for(int(re.search(r"/runs/(\d+)/", admin.post("/p/default/migrate/", {"plans": token})["Location"]).group(1)))
+    assert run.status == "done" and run.report["summary"]["applied"] >= 1, run.report
+
+
+def test_an_apply_token_is_refused_for_another_user(home):
+    admin, other = client_for("Admin"), Client()
+    other.force_login(User.objects.create_superuser("another", password="pw-long-enough-x"))
+    url = f"/p/default/s/{MOVED}/repair/?check=owner_mismatch"
+    token = re.search(r'name="plan" value="([^"]+)"', text(admin.get(url))).group(1)
+    response = other.post(f"/p/default/s/{MOVED}/repair/apply/", {"plan": token, "check": "owner_mismatch"})
+    assert response.status_code == 400 and b"previewed by another user" in response.content
+    event = AuditEvent.objects.get(action="repair_apply", outcome="refused")
+    assert event.actor.username == "another" and event.session_ids == [MOVED]
+    assert not HealRun.objects.exists() and exists("default", MOVED)
 
 
 def test_excerpts_are_masked_before_they_are_cut(home, settings):
