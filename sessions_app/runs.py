@@ -161,13 +161,18 @@ MIGRATION_ACTIONS = ("import_jsonl_transcript", "move_to_owner_store", "recover_
 SINGLE_KINDS = {"recover_messages": "recovery", "move_to_owner_store": "move"}
 
 
-def kind_of(mode: str, trigger: str = "", only=(), actor_label: str = "", first_action: str | None = None) -> str:
+def kind_of(mode: str, trigger: str = "", only=(), actor_label: str = "", first_action: str | None = None,
+            prune_apply=True) -> str:
     """The kind of a run (a key of ``vocabulary.RUN_KINDS``) from its row's fields;
-    ``first_action`` is the ``action`` of its first plan (None without plans).
+    ``first_action`` is the ``action`` of its first plan (None without plans);
+    ``prune_apply``: its first plan's ``apply`` (False: ``prune_sessions`` without
+    --apply, a prune check; None or missing: a prune that writes, as the browser's).
     Pages name runs by it; the metrics keep their own labels
     (``notify.events.kind_of``)."""
     if mode == "delete":
         return "deletion" if trigger == FLEET_TRIGGER else "bulk_deletion"
+    if mode == "prune" and prune_apply is not None and not prune_apply:
+        return "prune_check"
     if mode in ("prune", "flags", "restore"):
         return mode
     if first_action is not None:
@@ -184,8 +189,10 @@ def kind_of(mode: str, trigger: str = "", only=(), actor_label: str = "", first_
 def kind(run: HealRun) -> str:
     """:func:`kind_of` for a loaded run."""
     plans = run.plans or []
-    first = plans[0].get("action", "") if plans and isinstance(plans[0], dict) else None
-    return kind_of(run.mode, run.trigger, run.only, run.actor_label, first)
+    head = plans[0] if plans and isinstance(plans[0], dict) else None
+    first = head.get("action", "") if head is not None else None
+    return kind_of(run.mode, run.trigger, run.only, run.actor_label, first,
+                   prune_apply=head.get("apply", True) if head is not None else True)
 
 
 def outcome_words(report: dict | None) -> dict[str, str]:
@@ -251,7 +258,7 @@ def result(kind_key: str, summary: dict | None, mode: str = "", status: str = He
         return ["no report: the run failed"] if status == HealRun.Status.FAILED else []
     acted = sum(summary.get(w) or 0 for w in WRITE_OUTCOMES)
     found = _findings(summary)
-    if kind_key == "prune":
+    if kind_key in ("prune", "prune_check"):
         units = summary.get("units") or 0
         if not units:
             head = "nothing to prune"

@@ -24,6 +24,14 @@ OUTCOMES = {
 WRITE_OUTCOMES = ("applied", "skipped", "refused", "failed")
 WRITE_OUTCOME_MEANINGS = {word: OUTCOMES[word] for word in WRITE_OUTCOMES}  # the audit trail's legend
 
+# What a page calls each write of a run that is no repair (repairs: actions.registry.TITLES).
+WRITE_TITLES = {
+    "delete_session": "Delete the session",
+    "restore_session": "Restore the session",
+    "set_session_flag": "Change a flag",
+    "rename_session": "Rename the session",
+}
+
 # Kinds of runs (``runs.kind``) with the name pages give them.
 RUN_KINDS = {
     "check": "check",  # every check over the chosen profiles, nothing written
@@ -38,5 +46,6 @@ RUN_KINDS = {
     "bulk_deletion": "bulk deletion",  # selected sessions deleted by a background job
     "restore": "restore",  # trash entries put back by a run (a fleet host's; a local restore is no run)
     "prune": "prune",  # retention pruning
+    "prune_check": "prune check",  # ``prune_sessions`` without --apply: what would go, nothing written
     "flags": "flag change",  # archive, pin, hide… on selected sessions
 }

@@ -13,6 +13,7 @@ import sqlite3
 import time
 
 from ..stores.store import Store
+from ..vocabulary import WRITE_TITLES
 from .base import Action, ActionContext, Change, Plan
 from .files import RemoveLeftoverFiles
 from .guarded import jsonable
@@ -63,8 +64,9 @@ TITLES: dict[str, str] = {
 
 
 def repair_title(name: str) -> str:
-    """The human title of repair ``name`` (the name itself for one without a title)."""
-    return TITLES.get(name, name or "")
+    """The human title of repair ``name``, or of another write a run reports
+    (``vocabulary.WRITE_TITLES``); the name itself for one without a title."""
+    return TITLES.get(name) or WRITE_TITLES.get(name, name or "")
 
 
 # Repair -> the repairs that change what it plans from, when they touch the same session

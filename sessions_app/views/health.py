@@ -89,6 +89,7 @@ def run_detail(request, pk):
     """A run's progress (polled by htmx while it runs) and its report."""
     run = jobs.mark_if_dead(get_object_or_404(HealRun, pk=pk))
     for prof in (run.report or {}).get("profiles", []):  # shown, never saved
+        prof["any_changes"] = any(action.get("changes") for action in prof.get("actions", []))
         for action in prof.get("actions", []):
             if action.get("changes"):
                 action["change_table"] = change_table(action["changes"], limit=RUN_CHANGES)
@@ -112,14 +113,16 @@ def run_list(request):
     # Each row needs its report's summary and its first plan's action, not the
     # report itself (megabytes on a big home) nor every plan of a bulk deletion.
     rows = HealRun.objects.defer("report", "plans", "log_tail").annotate(
-        summary=KeyTransform("summary", "report"), first_action=KeyTransform("action", KeyTransform("0", "plans")))
+        summary=KeyTransform("summary", "report"), first_action=KeyTransform("action", KeyTransform("0", "plans")),
+        prune_apply=KeyTransform("apply", KeyTransform("0", "plans")))
     hidden = 0
     if not show_light:
         hidden = HealRun.objects.filter(light).count()
         rows = rows.exclude(light)
     rows = list(rows[:100])
     for run in rows:
-        run.kind = runs.kind_of(run.mode, run.trigger, run.only, run.actor_label, run.first_action)
+        run.kind = runs.kind_of(run.mode, run.trigger, run.only, run.actor_label, run.first_action,
+                                prune_apply=run.prune_apply)
         run.kind_label = runs.kind_label(run.kind)
         run.took = runs.took(run)
         run.result = runs.result(run.kind, run.summary, run.mode, run.status,

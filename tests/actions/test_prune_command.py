@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from sessions_app import runs
 from sessions_app.locks import run_lock
 from sessions_app.models import AuditEvent, HealRun
 from tests.conftest import copy_store, ids
@@ -33,6 +34,7 @@ def test_check_lists_what_goes_and_exits_1_then_apply_exits_0(aged_home):
     assert not AuditEvent.objects.exclude(outcome="refused").exists()  # a check writes nothing
     [run] = HealRun.objects.filter(mode="prune")
     assert run.status == "done" and run.report["mode"] == "check"
+    assert runs.kind(run) == "prune_check"  # named as a check on the runs list and its page, not as a prune
 
     code, report = prune_cmd("--profile", "default", "--older-than", "30", "--apply", "--json")
     assert code == 0, report["summary"]
@@ -40,6 +42,8 @@ def test_check_lists_what_goes_and_exits_1_then_apply_exits_0(aged_home):
     assert report["summary"]["remaining"] == 0
     code, again = prune_cmd("--profile", "default", "--older-than", "30", "--json")
     assert code == 0 and again["summary"]["units"] == 0
+    assert [runs.kind(r) for r in HealRun.objects.filter(mode="prune").order_by("pk")] == [
+        "prune_check", "prune", "prune_check"]
 
 
 def test_a_live_session_left_behind_exits_1(aged_home):

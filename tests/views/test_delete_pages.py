@@ -316,6 +316,9 @@ def test_bulk_delete_counts_only_what_goes_and_says_refused_like_the_audit(home)
     assert "No findings" not in page and "finding" not in page.split('class="run-result"')[1].split("</div>")[0]
     cron_row = re.search(r'<tr class="outcome-refused" data-session="%s">(.*?)</tr>' % sids["cron"], page, re.S).group(1)
     assert "<strong" in cron_row and ">refused</strong>" in cron_row
+    # The deletion's title with its code, under the one heading; no column of dashes for changes it never lists.
+    assert "Delete the session <code>delete_session</code>" in cron_row and "<th>Action</th>" in page
+    assert "<th>Changes</th>" not in page and "—</td>" not in cron_row
     listing = text(admin.get("/runs/"))
     assert re.search(r'data-run="%d" data-kind="bulk_deletion">.*?bulk deletion.*?3 sessions: 2 applied, 1 refused'
                      % run.pk, listing, re.S)

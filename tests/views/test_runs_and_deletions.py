@@ -52,8 +52,9 @@ def test_a_single_repair_reports_its_repair_not_the_profile_health(home):
     page = text(admin.get(f"/runs/{repair.pk}/"))
     assert "Repair run #" in page and "Result: 1 repair: 1 applied; the repaired finding is gone." in page
     assert "re-checked only the repaired finding" in page
-    assert re.search(r'<table class="grid small stack run-actions">.*<code>recreate_session_row</code>.*>applied</strong>',
-                     page, re.S)
+    assert re.search(r'<table class="grid small stack run-actions"><thead><tr><th>Action</th>.*'
+                     r'Recreate the missing session row <code>recreate_session_row</code>.*>applied</strong>', page, re.S)
+    assert "the finding is gone from the session." in page and "on its session;" in page
     assert re.search(r'<table class="grid small plan changes">.*<tr data-op="insert">', page, re.S)  # what it wrote
     # The profile still has its warning: the fresh check after the repair says so.
     health = text(admin.get("/p/default/health/"))
@@ -152,6 +153,8 @@ def test_kinds_and_totals_of_every_run_kind():
         (("delete", "fleet", [], "admin", None), "deletion"),
         (("restore", "fleet", [], "admin", None), "restore"),
         (("prune", "browser", [], "admin", None), "prune"),
+        (("prune", "command", [], "command:prune_sessions@h", None, False), "prune_check"),
+        (("prune", "command", [], "command:prune_sessions@h", None, True), "prune"),
         (("flags", "browser", [], "admin", None), "flags"),
     ]
     for fields, expected in kinds:
@@ -210,3 +213,15 @@ def test_a_prune_unit_an_agent_takes_before_its_batch_is_refused_on_the_run_page
     assert "1 refused" in page.split('class="run-result"')[1].split("</p>")[0]
     assert re.search(r'<tr class="outcome-refused" data-root="%s">.*?<strong>refused</strong>' % sid, page, re.S)
     assert "<dt>refused</dt>" in page
+
+
+def test_a_prune_check_is_named_prune_check_on_the_runs_list_and_its_page(home):
+    from tests.actions.conftest import run_command
+    admin = user("Admin")
+    code, report = run_command("prune_sessions", "--profile", "default", "--older-than", "30", "--json")
+    assert code == 1 and report["mode"] == "check" and report["summary"]["units"]
+    run = HealRun.objects.get(mode="prune")
+    row = listed(text(admin.get("/runs/")), run)
+    assert 'data-kind="prune_check"' in row and ">prune check<" in row
+    page = text(admin.get(f"/runs/{run.pk}/"))
+    assert f"Prune check run #{run.pk}" in page and "planned" in page
