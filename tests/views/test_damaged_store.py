@@ -178,3 +178,16 @@ def test_health_page_gives_the_salvage_advice_once_and_sqlites_text_folded(clien
 def test_the_damaged_profile_page_links_its_health_page(client, laptop):
     page = client.get("/p/laptop/")
     assert page.status_code == 503 and 'href="/p/laptop/health/"' in page.content.decode()
+
+
+def test_overview_and_usage_say_which_figures_come_from_the_damaged_store(client, laptop):
+    overview = text(client.get("/"))
+    row = overview.split('<tr data-profile="laptop">')[1].split("</tr>")[0]
+    assert "(damaged store, not listed)" in row and "/sessions/?profile=laptop" not in row  # no link to an empty list
+    assert "/sessions/?profile=default" in overview  # a readable store keeps its link
+    listed = text(client.get("/sessions/", {"profile": "laptop"}))
+    assert "was skipped: <bdi>corrupt</bdi>" in listed and "No sessions match" not in listed
+    usage = text(client.get("/usage/", {"days": "365"}))
+    [notice] = re.findall(r"<p class=\"notice critical\" data-damaged>(.*?)</p>", usage, re.S)
+    assert "laptop" in notice and "default" not in notice
+    assert usage.count("damaged store</span>") == 1  # its row, grouped by profile
