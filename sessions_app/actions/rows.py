@@ -6,7 +6,7 @@ import hashlib
 
 from ..stores.liveness import holder_is_dead
 from .base import Action, Change, one, row_dict
-from .session_rows import message_facts
+from .session_rows import message_facts, recount_changes
 
 # Upstream sweeps lease rows expired for more than a day on its next acquire
 # (docs/store.md §7.1, ``_TURN_LEASE_SWEEP_GRACE_S``); the dashboard only clears those.
@@ -39,10 +39,19 @@ class HideDuplicates(Action):
 
     def plan(self, ctx, finding):
         ids = [int(i) for i in (finding.evidence or {}).get("hide", [])]
+        changes = [Change("update", "messages", {"id": i}, "active", 1, 0) for i in ids]
+        if ids and ctx.caps.has("messages", "active"):  # the recount, as write() makes it
+            marks = ",".join("?" * len(ids))
+            hidden = one(ctx.conn, f"SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1 AND id IN ({marks})",
+                         (finding.session_id, *ids))
+            active = one(ctx.conn, "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1",
+                         (finding.session_id,))
+            # First: a preview shows the first changes of a long list only.
+            changes[:0] = recount_changes(ctx.conn, ctx.caps, finding.session_id, active - hidden)
         plan = self.new_plan(
             ctx, finding,
             f"Hide {len(ids)} duplicate message row(s) (active = 0), keep the original, recount.",
-            changes=[Change("update", "messages", {"id": i}, "active", 1, 0) for i in ids],
+            changes=changes,
             params={"hide_ids": ids},
         )
         if not ctx.caps.has("messages", "active"):

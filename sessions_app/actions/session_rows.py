@@ -57,6 +57,27 @@ def message_facts(conn: sqlite3.Connection, caps: Capabilities, session_id: str)
     return row
 
 
+def recount_changes(conn: sqlite3.Connection, caps: Capabilities, session_id: str, messages_after: int,
+                    new_calls: int = 0) -> list[Change]:
+    """The counter updates a plan's "recount" makes, as changes its preview lists:
+    ``message_count`` to ``messages_after`` (the active rows once written) and
+    ``tool_call_count`` grown by ``new_calls`` (docs/store.md §4.1). Only columns the
+    store has, only values that change; before is None without a session row."""
+    cols = [c for c in ("message_count", "tool_call_count") if caps.has("sessions", c)]
+    row = (conn.execute(f"SELECT {', '.join(cols)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+           if cols else None)
+    now = dict(zip(cols, row)) if row else {}
+    changes = []
+    if "message_count" in cols and now.get("message_count") != messages_after:
+        changes.append(Change("update", "sessions", {"id": session_id}, "message_count",
+                              now.get("message_count"), messages_after))
+    if "tool_call_count" in cols and new_calls:
+        before = now.get("tool_call_count")
+        changes.append(Change("update", "sessions", {"id": session_id}, "tool_call_count", before,
+                              (before or 0) + new_calls))
+    return changes
+
+
 class RecreateSessionRow(Action):
     """Give orphan messages their session row back (``orphan_messages``).
 

@@ -49,7 +49,7 @@ from ..stores.transcript import JSON_PREFIX
 from ..timefmt import human_duration
 from .base import Action, Change, Changed, one
 from .files import move_without_loss
-from .session_rows import message_facts
+from .session_rows import message_facts, recount_changes
 from .transcript_order import SCHEMA_NEXT_STEP, blocked_on_schema, recount, write_in_order
 
 # JSONL fields written to the column of the same name, by kind of value.
@@ -240,6 +240,11 @@ class ImportJsonlTranscript(Action):
                          + "; ".join(f"line {x['line']}: {x['problem']}" for x in other[:10])
                          + (" …" if len(other) > 10 else "") + ".")
         calls = sum(_tool_call_entries(parsed.messages[i].data) for i in imported)
+        # The recount (step 4): each superseded row is hidden and written again, so the
+        # active rows grow by the imported messages. Listed after the session row, before
+        # the messages: a preview shows the first changes of a long import only.
+        at = 1 if session is not None else 0
+        changes[at:at] = recount_changes(ctx.conn, ctx.caps, sid, before["active_rows"] + len(imported), calls)
         where = ("before the store's later rows" if superseded else "after the store's rows") if rows else "into a new session"
         summary = (f"Import {len(imported)} message(s) from {path.name} {where}"
                    + (f", superseding {len(superseded)} row(s)" if superseded else "")

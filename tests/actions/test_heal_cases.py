@@ -11,6 +11,7 @@ import time
 import pytest
 
 from sessions_app.models import AuditEvent
+from sessions_app.presenters.changes import change_table
 from tests.checks.helpers import damage, hermes
 from tests.conftest import IDS, ids
 
@@ -103,6 +104,7 @@ def test_duplicate_user_message_is_hidden_and_counted_out(aged_home, profile):
         db.execute("UPDATE messages SET platform_message_id = 'tg-77' WHERE id = ?", (mid,))
         copy = db.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES (?, 'user', ?, ?)",
                           (sid, content, ts)).lastrowid
+        db.execute("UPDATE sessions SET message_count = message_count + 1 WHERE id = ?", (sid,))  # as an append counts
     total = rows(s, "SELECT COUNT(*) FROM messages")[0][0]
     code, report = heal("--profile", profile, "--only", "duplicate_live_rows", "--apply", "--json")
     [done] = actions(report, profile, "hide_duplicates")
@@ -111,6 +113,9 @@ def test_duplicate_user_message_is_hidden_and_counted_out(aged_home, profile):
     assert rows(s, "SELECT COUNT(*) FROM messages")[0][0] == total  # hidden, not deleted
     active = rows(s, "SELECT COUNT(*) FROM messages WHERE session_id = ? AND active = 1", (sid,))[0][0]
     assert rows(s, "SELECT message_count FROM sessions WHERE id = ?", (sid,)) == [(active,)]
+    # The plan's "recount" is one of its listed changes, labelled as the run page shows it.
+    [counter] = [r for r in change_table(done["changes"]).rows if r.column == "message_count"]
+    assert counter.field == "Messages" and counter.op == "Change" and str(active) in str(counter.after.value)
     # The compacted generation beside its active copy was never a duplicate.
     assert not [a for a in actions(report, profile, "hide_duplicates") if a["session_id"] == sids["compacted"]]
 

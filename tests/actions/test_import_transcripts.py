@@ -196,6 +196,10 @@ def test_later_rows_are_superseded_and_hidden_where_active_exists(aged_home, pro
     assert rows(s, content + " AND active = 1 ORDER BY id", (SID,))[len(EARLIER):] == before  # the copies
     assert rows(s, "SELECT message_count FROM sessions WHERE id = ?", (SID,)) == [(9,)]
     assert not findings(s, "duplicate_live_rows") and not findings(s)
+    # The plan's "recount" is listed among its changes (before the messages), as written.
+    counter = [c for c in actions(report, profile)[0]["changes"] if c["column"] == "message_count"]
+    assert counter == [{"op": "update", "table": "sessions", "key": {"id": SID}, "column": "message_count",
+                        "before": len(KEPT), "after": 9}]
 
 
 def test_bad_lines_are_reported_with_line_numbers_and_the_rest_is_imported(aged_home):
