@@ -199,6 +199,10 @@ def test_repair_all_findings_of_one_kind(admin_client, home):
     actions = run.report["profiles"][0]["actions"]
     assert sorted(a["session_id"] for a in actions) == sorted(dupes)
     assert {a["status"] for a in actions} == {"applied"}
+    page = text(admin_client.get(f"/runs/{run.pk}/"))  # two repairs: their words say so
+    assert "re-checked only the repaired findings on their sessions;" in page
+    assert "Checked again after the repairs: the findings are gone from their sessions." in page
+    assert "the finding is gone from the session" not in page and "on its session" not in page
     # The fresh pass after it (the plan job's own): no duplicate left, and the hides
     # recounted their sessions; only the unrelated drift remains.
     health = text(admin_client.get("/p/default/health/"))
