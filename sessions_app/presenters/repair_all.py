@@ -20,6 +20,7 @@ from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..secrets import masker_for
 from . import NotFound
+from .changes import change_table
 from .health import session_url_maker
 
 log = logging.getLogger("sessions_app.actions")
@@ -31,7 +32,7 @@ REPAIR_ALL_MAX = 200
 @dataclass
 class RepairAll:
     """``rows``: one per finding of ``check`` with a repair — ``session_id``,
-    ``session_url``, ``summary`` and either ``blocked`` (why it cannot be applied, ``next_step`` what to do
+    ``session_url``, ``summary``, ``changes`` (a ``presenters.changes.ChangeTable``) and either ``blocked`` (why it cannot be applied, ``next_step`` what to do
     about it or '') or
     ``held`` (the repairs to apply first) or neither (in ``plans``), masked.
     ``plans``: the unmasked plan dicts to sign (at most :data:`REPAIR_ALL_MAX`);
@@ -78,7 +79,9 @@ def repair_all_preview(store, code: str, *, user) -> RepairAll:
             row = {"session_id": finding.session_id, "detail": masker(finding.detail),
                    "session_url": session_url(finding.session_id) if finding.session_id else "",
                    "action": plan.action, "summary": masker(plan.summary), "blocked": masker(plan.blocked),
-                   "next_step": plan.next_step, "held": []}
+                   "next_step": plan.next_step, "held": [],
+                   # The heal page's change table (field labels, before/after), masked likewise.
+                   "changes": change_table(masker.value([asdict(c) for c in plan.changes]))}
             if not plan.blocked:
                 row["held"] = sorted(h for h in held.get(finding.session_id, ()) if h in prerequisites(plan.action))
             if not row["blocked"] and not row["held"]:
