@@ -88,6 +88,12 @@ def test_admin_previews_and_applies_the_migration_as_a_job(home):
     result = text(admin.get(f"/runs/{run.pk}/"))
     assert "backup-path" in result and "import_jsonl_transcript" in result and "move_to_owner_store" in result
     assert "backup of ops:" in result  # the target store's backup too
+    # Writes and checks by title, each with its code beside (as the health pages name them).
+    assert "Import the JSONL transcript <code>import_jsonl_transcript</code>" in result
+    assert "Move to the owner's store <code>move_to_owner_store</code>" in result or \
+        "Move to the owner&#x27;s store <code>move_to_owner_store</code>" in result
+    header = result[result.index("; checks: "):].split("</p>")[0]
+    assert re.search(r"; checks: [A-Z][^<]+ <code>transcript_on_disk_only</code>", header), header
     assert not exists("default", MOVED) and exists("ops", MOVED)
     with registry.get("default").read() as conn:
         first = conn.execute("SELECT content FROM messages WHERE session_id = ? AND active = 1 ORDER BY id LIMIT 1",
