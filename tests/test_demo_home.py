@@ -247,6 +247,22 @@ def test_the_agent_writes_once_so_a_check_after_its_start_stays_current(demo_cli
         assert proc.wait(timeout=30) == 0
 
 
+@pytest.mark.django_db
+def test_a_check_group_heading_says_the_severities_of_its_findings(demo_client, demo_home):
+    # ops: two rows deleted by hand (warning) and an /undo rewind upstream never
+    # recounts (info), both counter_drift.
+    with pytest.raises(SystemExit):
+        call_command("heal_sessions", "--root", str(demo_home), "--profile", "ops", "--json",
+                     stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
+    page = demo_client.get("/p/ops/health/").content.decode()
+    group = page[page.index('id="check-counter_drift"'):]
+    group = group[:group.index("</section>")]
+    heading = group[:group.index("</h2>")]
+    assert '<span class="sev sev-warning">warning</span>' in heading and "(2: 1 warning, 1 info)" in heading
+    rows = group[group.index("<tbody>"):]
+    assert rows.index("sev-warning") < rows.index("sev-info")  # each row says its own, most severe first
+
+
 # --------------------------------------------------------------------------- the command
 
 @pytest.mark.django_db

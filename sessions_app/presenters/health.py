@@ -43,8 +43,10 @@ def session_url_maker(name: str, profile: str):
 
 @dataclass
 class HealthPage:
-    """``groups``: ``{"check", "code", "severity", "total", "rows", "unrepaired"}``
-    most severe first; ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total``
+    """``groups``: ``{"check", "code", "severity", "total", "rows", "unrepaired",
+    "severities"}`` most severe first, ``severity`` the most severe of the group's
+    findings and ``severities`` ``[(severity, count)]`` when they differ (each row
+    then has ``show_severity``); ``rows`` the first :data:`SHOWN_PER_CHECK` of the ``total``
     findings (masked), each with ``session_url`` / ``repair_url`` / ``collision_url`` /
     ``repair_all_url`` (a store-wide finding's preview)
     where they apply and ``first`` (``[{"heal", "check"}]``: the session's repairs to
@@ -76,6 +78,12 @@ def health_page(store, *, user) -> HealthPage:
                                                      "severity": finding["severity"], "total": 0, "rows": [],
                                                      "unrepaired": 0, "repairable": 0})
         group["total"] += 1
+        # The heading says the most severe of its findings (a check may report some
+        # as info, e.g. counter_drift's rewound rows); mixed groups say each row's.
+        group["by_severity"] = by_sev = group.get("by_severity", {})
+        by_sev[finding["severity"]] = by_sev.get(finding["severity"], 0) + 1
+        if SEVERITY_RANK.get(finding["severity"], 9) < SEVERITY_RANK.get(group["severity"], 9):
+            group["severity"] = finding["severity"]
         if not finding.get("heal"):
             group["unrepaired"] += 1
         elif finding["heal"] in ACTIONS:
@@ -99,6 +107,13 @@ def health_page(store, *, user) -> HealthPage:
         if damage and finding.get("heal"):  # no repair is offered on a damaged store
             row["repair_blocked"] = True
         group["rows"].append(row)
+    for group in groups.values():
+        mixed = len(group["by_severity"]) > 1
+        group["severities"] = (sorted(group["by_severity"].items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 9))
+                               if mixed else [])
+        for row in group["rows"]:
+            row["show_severity"] = mixed
+        group["rows"].sort(key=lambda r: SEVERITY_RANK.get(r["severity"], 9))  # stable: the pass's order within
     # Most severe first; within a severity, repairs in the order they are applied.
     ordered = sorted(groups.values(), key=lambda g: (SEVERITY_RANK.get(g["severity"], 9),
                                                      rank(getattr(g["check"], "heal", None)), g["code"]))

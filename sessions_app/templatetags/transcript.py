@@ -155,7 +155,8 @@ def _health_row(f) -> str:
     else:
         repair = '<span class="muted">no automatic repair</span>'
     return (f'\n    <tr>\n      <td>{session}</td>\n      <td class="num">{_v(f.get("count", ""))}</td>\n'
-            f'      <td dir="auto">{_v(f.get("detail", ""))}{_raw_report(f)}</td>\n      <td>{repair}</td>\n    </tr>')
+            f'      <td dir="auto">{_severity(f["severity"]) if f.get("show_severity") else ""}'
+            f'{_v(f.get("detail", ""))}{_raw_report(f)}</td>\n      <td>{repair}</td>\n    </tr>')
 
 
 def _raw_report(f) -> str:
