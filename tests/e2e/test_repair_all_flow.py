@@ -48,7 +48,10 @@ def test_repair_all_duplicates_of_a_profile(logged_in, live_server, hermes_home,
     group.locator("a:has-text('Repair all findings of this kind')").click()
     page.wait_for_url("**/repair-all/duplicate_live_rows/")
     table = page.locator("#repair-all")
-    assert table.locator(":scope > tbody > tr").count() == 2  # its own rows, not those of a plan's changes
+    assert table.locator(":scope > tbody > tr").count() == 2  # one per plan (each nests its change table)
+    plan = table.locator(":scope > tbody > tr").first
+    plan.locator("summary").click()  # its changes, as on the heal page
+    assert plan.locator("table.changes tbody tr").count() >= 1
     assert all(sid in table.inner_text() for sid in dupes)
     page.screenshot(path=str(tmp_path / "repair-all.png"), full_page=True)
     page.click("button:has-text('Apply 2 repairs')")
