@@ -42,7 +42,17 @@ def store_damage(store) -> dict | None:
     """:func:`known_damage` of ``store`` from its latest check pass, while its files
     are as that pass found them (``health.staleness``: ``os.stat`` only, no store
     is opened); None when no pass covered it."""
-    health = latest([store.key])[store.key]
+    return _damage_of(store, latest([store.key])[store.key])
+
+
+def damaged_keys(stores) -> list[str]:
+    """Keys of the ``stores`` :func:`store_damage` would name, with one read of the
+    latest passes for all of them."""
+    health = latest([s.key for s in stores])
+    return [s.key for s in stores if _damage_of(s, health[s.key])]
+
+
+def _damage_of(store, health) -> dict | None:
     if health.run is None or staleness(store, health):
         return None
     return known_damage(health.findings, health.entry.get("status"), health.entry.get("error") or "")

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET
 
 from ..bidi import isolate
 from ..charts import bar_chart
-from ..checks.damage import store_damage
+from ..checks.damage import damaged_keys
 from ..csv_safe import Echo, cell
 from ..stores import registry
 from ..stores.listing import distinct_sources
@@ -129,7 +129,7 @@ def usage_page(request):
             group_label=GROUPS[report.group],
             export_query=request.GET.urlencode(),
             # Read, but its latest pass found the file damaged: its figures may be incomplete.
-            damaged=[s.key for s in stores if s.key in report.profiles and store_damage(s)],
+            damaged=damaged_keys([s for s in stores if s.key in report.profiles]),
         )
     return render(request, "usage/usage.html", context)
 
