@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+from django.conf import settings
 from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.utils import timezone
 from django.utils.timesince import timesince, timeuntil
@@ -56,16 +57,53 @@ def relative(value) -> str | None:
     "now": the largest unit only (the exact time goes beside it or on hover), from
     Django's ``timesince`` / ``naturaltime``, with plain spaces; ``None`` when not a time."""
     when = to_datetime(value)
-    if when is None:
-        return None
+    return None if when is None else relative_to(when)
+
+
+def relative_to(when: dt.datetime) -> str:
+    """:func:`relative` of an aware UTC datetime (the one a caller already has from
+    :func:`to_datetime`)."""
     now = timezone.now()
     if abs((now - when).total_seconds()) < 60:
         shown = str(naturaltime(when))  # "now", "20 seconds ago", "a minute from now"
+    elif settings.USE_I18N:  # translated words: Django's own
+        shown = f"{timesince(when, now, depth=1)} ago" if when <= now else f"{timeuntil(when, now, depth=1)} from now"
     elif when <= now:
-        shown = f"{timesince(when, now, depth=1)} ago"
+        shown = f"{_largest_unit(when, now)} ago"
     else:
-        shown = f"{timeuntil(when, now, depth=1)} from now"
+        shown = f"{_largest_unit(now, when)} from now"
     return shown.replace("\xa0", " ")
+
+
+_UNIT_SECONDS = ((7 * 86400, "week"), (86400, "day"), (3600, "hour"), (60, "minute"))
+
+
+def _largest_unit(d: dt.datetime, now: dt.datetime) -> str:
+    """``timesince(d, now, depth=1)`` in English, without its lazy translated strings
+    (a list page has two relative times per row, and Django's version was a quarter
+    of the page's CPU). The same steps as Django's: whole calendar months (years and
+    months) first, then weeks, days, hours, minutes of what is left; the first unit
+    that is not zero, in the singular for 1. ``tests/views/test_readable.py``
+    compares the two on many spans."""
+    if (now - d).days * 86400 + (now - d).seconds <= 0:
+        return "0 minutes"
+    months = (now.year - d.year) * 12 + (now.month - d.month)
+    if d.day > now.day or (d.day == now.day and d.time() > now.time()):
+        months -= 1
+    years, months = divmod(months, 12)
+    if years:
+        count, name = years, "year"
+    elif months:
+        count, name = months, "month"
+    else:  # under a month: Django's pivot is ``d`` itself
+        remaining = (now - d).total_seconds()
+        for size, name in _UNIT_SECONDS:
+            count = int(remaining // size)
+            if count:
+                break
+        else:
+            return "0 minutes"
+    return f"{count} {name}" if count == 1 else f"{count} {name}s"
 
 
 _UNITS = ((86400, "day"), (3600, "h"), (60, "min"), (1, "s"))

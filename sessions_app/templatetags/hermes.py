@@ -50,9 +50,11 @@ def reltime(value):
     when = timefmt.to_datetime(value)
     if when is None:
         return "—" if value is None else value
+    # One conversion for the three forms (the list writes two per row); the words
+    # and digits need no escaping, but format_html keeps that true by construction.
+    iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
     return format_html('<time datetime="{}" title="{}">{}</time>',
-                       when.strftime("%Y-%m-%dT%H:%M:%SZ"), timefmt.exact_utc(value),
-                       timefmt.relative(value))
+                       iso, f"{iso[:-1].replace('T', ' ')} UTC", timefmt.relative_to(when))
 
 
 @register.filter

@@ -342,3 +342,28 @@ def test_recorded_changes_render_as_the_plan_table_from_a_template():
     html = render('{% include "sessions/_changes.html" with table=changes|as_change_table %}', changes=changes)
     assert cells(html)[1][:3] == ["Change", "Session s1", "Ended"]
     assert 'title="2026-12-02 05:00:00 UTC"' in html and "1796187600" not in visible(html)
+
+
+def test_relative_words_are_djangos_timesince_on_many_spans():
+    """``timefmt`` writes the largest unit itself (Django's lazy strings were a quarter
+    of the sessions list's CPU): the words must be Django's, past and future, across
+    month ends, leap days and every unit's boundary."""
+    import random
+
+    from django.utils.timesince import timesince, timeuntil
+
+    rng = random.Random(16)
+    nows = [dt.datetime(2026, 12, 2, 5, 0, 7, tzinfo=dt.timezone.utc),
+            dt.datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=dt.timezone.utc),
+            dt.datetime(2026, 3, 31, 0, 0, tzinfo=dt.timezone.utc),
+            dt.datetime(2026, 1, 1, 12, 30, 30, 500000, tzinfo=dt.timezone.utc)]
+    spans = [60, 61, 119, 120, 3599, 3600, 3601, 86399, 86400, 604799, 604800, 2419200,
+             28 * 86400, 29 * 86400, 30 * 86400, 31 * 86400, 365 * 86400, 366 * 86400, 400 * 86400]
+    spans += [rng.uniform(60, 3 * 365 * 86400) for _ in range(400)]
+    spans += [rng.uniform(60, 40 * 86400) for _ in range(400)]
+    for now in nows:
+        for span in spans:
+            when = now - dt.timedelta(seconds=span)
+            assert timefmt._largest_unit(when, now) == timesince(when, now, depth=1).replace("\xa0", " ")
+            later = now + dt.timedelta(seconds=span)
+            assert timefmt._largest_unit(now, later) == timeuntil(later, now, depth=1).replace("\xa0", " ")
