@@ -346,9 +346,9 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
     querysets built by the ORM (once per page shape, :func:`_memo`) and run on ``conn``."""
     started_indexed = None
     if filters.order == "activity":
-        indexed = indexed_activity(conn, caps)
+        indexed = _proved(store, caps, "activity", lambda: indexed_activity(conn, caps))
     elif filters.order == "started" or filters.order not in ORDERS:
-        indexed, started_indexed = False, indexed_started(conn)
+        indexed, started_indexed = False, _proved(store, caps, "started", lambda: indexed_started(conn))
     else:
         indexed = False
     # Everything the count and page statements are built from (cursor values too);
@@ -374,6 +374,28 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
             params[slot] = pk
         wide = {row["id"]: row for row in (dict(zip(names, r)) for r in conn.execute(sql, params).fetchall())}
     return n, found, wide
+
+
+# The order proofs (indexed_started, indexed_activity) of each store: (kind, path) ->
+# (file state, caps, answer). A proof depends only on the store's rows and schema, and
+# every write changes the store's file state (Store.file_state: inode, size, mtimes
+# of state.db and -wal), so an answer holds while the state is the one read before it
+# was proved (a write meanwhile leaves a state that no longer matches, and the next
+# view proves again). Two index seeks on a store with idx_sessions_started, a scan of
+# the sessions on one without: a visible share of the list across ten profiles.
+# One entry per store and kind.
+_PROOFS: dict = {}
+
+
+def _proved(store: Store, caps, kind: str, prove) -> bool:
+    state = store.file_state()  # before proving, never after (see above)
+    key = (kind, str(store.path))
+    hit = _PROOFS.get(key)
+    if hit is not None and hit[0] == state and hit[1] is caps:
+        return hit[2]
+    answer = prove()
+    _PROOFS[key] = (state, caps, answer)
+    return answer
 
 
 # Compiled statements of list pages (key -> (caps, statements)), newest last. The

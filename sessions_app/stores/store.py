@@ -184,6 +184,12 @@ class Store:
         why = self.outside_reason()
         if why:
             raise OutsideRoot(f"unable to open the store: {why}; never opened")
+        return self._open(budget, lenient)
+
+    def _open(self, budget: float | None = None, lenient: bool = False):
+        """:meth:`read` without its root check, for :meth:`browse`, whose
+        :meth:`preflight` made that very check just before (its ``lstat`` and
+        ``realpath`` of eight paths were a visible share of a ten-profile list)."""
         if self.glancing and busy.recently_locked(self.path) is not None:
             # SQLite's own words: the reason shown (and logged once) is the same
             # whether this look waited or remembered.
@@ -306,7 +312,7 @@ class Store:
         if status is not None:
             raise Unavailable(status)
         try:
-            with self.read() as conn:
+            with self._open() as conn:
                 caps = self.capabilities(conn)
                 status = self.unbrowsable(caps)
                 if status is not None:

@@ -8,7 +8,8 @@ import datetime as dt
 import json
 
 from django import template
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
 from .. import timefmt
 from ..presenters.changes import change_table as _change_table
@@ -50,11 +51,12 @@ def reltime(value):
     when = timefmt.to_datetime(value)
     if when is None:
         return "—" if value is None else value
-    # One conversion for the three forms (the list writes two per row); the words
-    # and digits need no escaping, but format_html keeps that true by construction.
+    # One conversion for the three forms (the list writes two per row). The two
+    # times are strftime's digits and separators, nothing to escape; the words are
+    # escaped as format_html would.
     iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return format_html('<time datetime="{}" title="{}">{}</time>',
-                       iso, f"{iso[:-1].replace('T', ' ')} UTC", timefmt.relative_to(when))
+    return mark_safe(f'<time datetime="{iso}" title="{iso[:-1].replace("T", " ")} UTC">'
+                     f'{escape(timefmt.relative_to(when))}</time>')
 
 
 @register.filter

@@ -22,6 +22,7 @@ def ids(page):
 
 def fresh(stores, filters, **kwargs):
     listing._COMPILED.clear()
+    listing._PROOFS.clear()
     return list_sessions(stores, filters, **kwargs)
 
 
@@ -83,3 +84,22 @@ def test_a_findings_filter_is_keyed_by_its_ids_digest_and_still_follows_them(her
     other = Filters(check="counter_drift", with_findings={"default": noise | {all_ids[1]}})
     assert [r["id"] for r in list_sessions([store], other, limit=10).rows] == [all_ids[1]]
     assert [r["id"] for r in list_sessions([store], filters, limit=10).rows] == [all_ids[0]]
+
+
+def test_the_started_order_proof_is_taken_again_after_a_write(hermes_home):
+    """``indexed_started`` is remembered under the store's file state: a row written
+    since with a TEXT ``started_at`` (which sorts above every number in the raw
+    index) makes the raw walk wrong, and the next page proves again: the row sorts
+    as 0, last, as a fresh page has it."""
+    store = store_of(hermes_home, "default")
+    filters = Filters(profiles=["default"], order="started")
+    list_sessions([store], filters, limit=3)
+    assert listing._PROOFS[("started", str(store.path))][2] is True
+    conn = sqlite3.connect(store.path)
+    conn.execute("INSERT INTO sessions(id, source, started_at, title) VALUES ('text_start', 'cli', 'soon', 'x')")
+    conn.commit()
+    conn.close()
+    page = list_sessions([store], filters, limit=3)
+    assert listing._PROOFS[("started", str(store.path))][2] is False
+    assert "text_start" not in [r["id"] for r in page.rows]
+    assert ids(page) == ids(fresh([store], filters, limit=3))
