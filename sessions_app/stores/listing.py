@@ -31,6 +31,7 @@ import dataclasses
 import sqlite3
 import time
 from collections import OrderedDict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
@@ -281,40 +282,61 @@ def list_sessions(
     ``liveness``: rows also carry ``liveness`` (``live`` | ``maybe_live`` |
     ``not_live`` | ``unknown``) and ``live_evidence`` (detail texts), read on the
     store's same connection for its candidate rows only (``liveness.page_index``)."""
-    entries: list[tuple[tuple, dict | None]] = []  # ((sort, key, id), row or None)
-    count = 0
-    capped = False
     errors: dict[str, tuple[str, str]] = {}
-    for store in stores:
-        if filters.profiles and store.key not in filters.profiles:
-            continue
-        # Readiness, the order's index checks and the page's queries on one
-        # connection: an open per store (and one more for the ORM's alias) was a
-        # visible share of a page across ten profiles (docs/benchmarks.md).
-        try:
-            with store.browse() as (conn, caps):
+    # Readiness, the order's index checks and the page's queries on one connection
+    # per store: an open per store (and one more for the ORM's alias) was a visible
+    # share of a page across ten profiles (docs/benchmarks.md). The connections stay
+    # open (in autocommit: no read transaction is held between statements) until the
+    # page is merged, so that the wide rows and liveness are read for the rows the
+    # page shows only, not for limit + 1 rows of every store.
+    with ExitStack() as stack:
+        counted = []  # (store, conn, caps, capped count, [(pk, sort)], indexed)
+        for store in stores:
+            if filters.profiles and store.key not in filters.profiles:
+                continue
+            try:
+                conn, caps = stack.enter_context(store.browse())
+            except Unavailable as exc:
+                if exc.status.status != "missing":
+                    errors[store.key] = (exc.status.status, exc.status.reason)
+                    _log_once(store.path, exc.status.status, exc.status.reason)
+                continue
+            try:
+                counted.append((store, conn, caps, *_store_page(store, conn, caps, filters, limit, after, before)))
+            except (DatabaseError, sqlite3.Error) as exc:
+                errors[store.key] = classify_error(exc)
+        wide: dict[str, dict] = {}  # profile key -> {pk: row}
+        while True:
+            # A store whose wide read fails is left out like one whose count failed,
+            # and the page is merged again without it.
+            counted = [c for c in counted if c[0].key not in errors]
+            entries = [((value, c[0].key, pk), c) for c in counted for pk, value in c[4]]
+            entries.sort(key=_entry_key, reverse=_walk_down(filters, before))
+            has_more = len(entries) > limit
+            entries = entries[:limit]
+            shown: dict[str, list] = {}
+            for (value, key, pk), c in entries:
+                shown.setdefault(key, []).append((pk, value))
+            for store, conn, caps, _n, _found, indexed in counted:
+                if store.key not in shown or store.key in wide:
+                    continue
                 try:
-                    n, found, wide = _store_page(store, conn, caps, filters, limit, after, before)
+                    rows = _wide_rows(store, conn, caps, indexed, [pk for pk, _ in shown[store.key]])
                 except (DatabaseError, sqlite3.Error) as exc:
                     errors[store.key] = classify_error(exc)
                     continue
+                for pk, value in shown[store.key]:
+                    row = rows.get(pk)
+                    if row is not None:
+                        row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
                 if liveness:
-                    _add_liveness(store, conn, caps, wide)
-        except Unavailable as exc:
-            if exc.status.status != "missing":
-                errors[store.key] = (exc.status.status, exc.status.reason)
-                _log_once(store.path, exc.status.status, exc.status.reason)
-            continue
-        capped |= n > COUNT_CAP
-        count += min(n, COUNT_CAP)
-        for pk, value in found:
-            row = wide.get(pk)
-            if row is not None:
-                row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
-            entries.append(((value, store.key, pk), row))
-    entries.sort(key=_entry_key, reverse=_walk_down(filters, before))
-    has_more = len(entries) > limit
-    entries = entries[:limit]
+                    _add_liveness(store, conn, caps, rows)
+                wide[store.key] = rows
+            if not any(c[0].key in errors for c in counted):
+                break
+    count = sum(min(c[3], COUNT_CAP) for c in counted)
+    capped = any(c[3] > COUNT_CAP for c in counted)
+    entries = [(cursor, wide[cursor[1]].get(cursor[2])) for cursor, _c in entries]
     if before is not None:
         entries.reverse()
         prev_cursor = entries[0][0] if has_more and entries else None
@@ -342,8 +364,9 @@ def _walk_down(filters: Filters, before) -> bool:
 
 
 def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, limit: int, after, before):
-    """``(capped count, [(pk, sort)] of the page, {pk: row})`` of one store, the
-    querysets built by the ORM (once per page shape, :func:`_memo`) and run on ``conn``."""
+    """``(capped count, [(pk, sort)] of the page, indexed)`` of one store, the
+    querysets built by the ORM (once per page shape, :func:`_memo`) and run on
+    ``conn``; ``indexed``: the activity index may be used (for :func:`_wide_rows`)."""
     started_indexed = None
     if filters.order == "activity":
         indexed = _proved(store, caps, "activity", lambda: indexed_activity(conn, caps))
@@ -364,16 +387,21 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
     # Position and "more" come from the first step alone: a row deleted or changed
     # before the second read drops out of this page without ending the pagination.
     found = [tuple(r) for r in _execute(conn, page_stmt)]
-    wide = {}
-    if found:
-        names, stmt = _memo(("wide", str(store.path), id(caps), indexed, len(found)), caps,
-                            lambda: _wide_statement(store, caps, indexed, len(found)))
-        sql, params, slots = stmt
-        params = list(params)
-        for slot, (pk, _) in zip(slots, found):
-            params[slot] = pk
-        wide = {row["id"]: row for row in (dict(zip(names, r)) for r in conn.execute(sql, params).fetchall())}
-    return n, found, wide
+    return n, found, indexed
+
+
+def _wide_rows(store: Store, conn: sqlite3.Connection, caps, indexed: bool, pks: list) -> dict:
+    """``{pk: row}`` of the sessions ``pks`` (the ones a page shows), their list
+    columns and ``activity`` read by primary key."""
+    if not pks:
+        return {}
+    names, stmt = _memo(("wide", str(store.path), id(caps), indexed, len(pks)), caps,
+                        lambda: _wide_statement(store, caps, indexed, len(pks)))
+    sql, params, slots = stmt
+    params = list(params)
+    for slot, pk in zip(slots, pks):
+        params[slot] = pk
+    return {row["id"]: row for row in (dict(zip(names, r)) for r in conn.execute(sql, params).fetchall())}
 
 
 # The order proofs (indexed_started, indexed_activity) of each store: (kind, path) ->

@@ -103,3 +103,30 @@ def test_the_started_order_proof_is_taken_again_after_a_write(hermes_home):
     assert listing._PROOFS[("started", str(store.path))][2] is False
     assert "text_start" not in [r["id"] for r in page.rows]
     assert ids(page) == ids(fresh([store], filters, limit=3))
+
+
+def test_wide_rows_are_read_for_the_shown_rows_and_a_failing_store_is_left_out(hermes_home, monkeypatch):
+    """Across stores, the wide read (and liveness) is for the rows the merged page
+    shows only; a store whose wide read fails is reported and left out, and the page
+    is merged again from the others, as if its count had failed."""
+    stores = [store_of(hermes_home, p) for p in ("default", "ops", "legacy", "archive")]
+    asked = []
+    real = listing._wide_rows
+
+    def spy(store, conn, caps, indexed, pks):
+        asked.append((store.key, list(pks)))
+        if store.key == failing:
+            raise sqlite3.OperationalError("database is locked")
+        return real(store, conn, caps, indexed, pks)
+
+    monkeypatch.setattr(listing, "_wide_rows", spy)
+    failing = None
+    page = list_sessions(stores, Filters(), limit=4, liveness=True)
+    assert sum(len(pks) for _, pks in asked) == len(page.rows) == 4
+    assert all("liveness" in r for r in page.rows)
+    failing = page.rows[0]["profile"]
+    page = list_sessions(stores, Filters(), limit=4, liveness=True)
+    others = list_sessions([s for s in stores if s.key != failing], Filters(), limit=4, liveness=True)
+    assert failing in page.errors and failing not in {r["profile"] for r in page.rows}
+    assert ids(page) == ids(others) and page.count == others.count
+    assert page.next_cursor == others.next_cursor
