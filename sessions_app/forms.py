@@ -1,5 +1,8 @@
 """Forms: the sessions-list filters."""
 
+import dataclasses
+from collections import OrderedDict
+
 from django import forms
 
 from .bidi import isolate
@@ -50,3 +53,30 @@ class SessionFilterForm(forms.Form):
             descending={"asc": False, "desc": True}.get(data.get("dir") or ""),
             flags={k: data[k] for k in ("archived", "pinned", "hidden") if data.get(k)},
         )
+
+
+# Validated filters by what they are validated from: the query's values of the form's
+# fields and the choices (profile keys, sources, check codes). Validation is a pure
+# function of those (choice membership, date parsing, lengths), so a remembered result
+# is the one the form would give; a new choice (a store's new source) is a new key.
+# Building and validating the bound form was ~0.6 ms of every list view, while its
+# HTML is a cached fragment (templates/sessions/list.html) that needs the form only
+# when it is rendered anew.
+_FILTERS: OrderedDict = OrderedDict()
+FILTERS_KEPT = 256
+
+
+def session_filters(data, *, profiles=(), sources=(), checks=()) -> Filters:
+    """``SessionFilterForm(data or None, ...).filters()``, remembered per query and
+    choices (see above); a fresh copy each time (a page narrows its own)."""
+    key = (bool(data), tuple((name, tuple(data.getlist(name))) for name in SessionFilterForm.base_fields if data),
+           tuple(profiles), tuple(sources), tuple(checks))
+    found = _FILTERS.get(key)
+    if found is None:
+        found = SessionFilterForm(data or None, profiles=profiles, sources=sources, checks=checks).filters()
+        _FILTERS[key] = found
+        while len(_FILTERS) > FILTERS_KEPT:
+            _FILTERS.popitem(last=False)
+    else:
+        _FILTERS.move_to_end(key)
+    return dataclasses.replace(found, profiles=list(found.profiles), with_findings={}, flags=dict(found.flags))

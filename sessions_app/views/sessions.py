@@ -11,10 +11,11 @@ from django.contrib import messages as flash
 from django.core import signing
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET
 
 from ..checks.registry import choices as check_choices
-from ..forms import SessionFilterForm
+from ..forms import SessionFilterForm, session_filters
 from ..presenters import NotFound
 from ..presenters.session_list import list_choices, list_page
 from ..presenters.session_page import raw_message, session_page
@@ -117,8 +118,11 @@ def session_list(request):
         from ..fleet.views import session_list as fleet_list
         return fleet_list(request)
     stores, profiles, sources = list_choices()
-    form = SessionFilterForm(request.GET or None, profiles=profiles, sources=sources, checks=check_choices())
-    filters = form.filters()
+    checks = check_choices()
+    filters = session_filters(request.GET, profiles=profiles, sources=sources, checks=checks)
+    # Built only when the filter form's cached fragment is rendered anew.
+    form = SimpleLazyObject(lambda: SessionFilterForm(request.GET or None, profiles=profiles, sources=sources,
+                                                      checks=checks))
     limit = _int(request.GET.get("size"), 50)
     limit = limit if limit in PAGE_SIZES else 50
     after, after_at = _cursor(request, "after", filters)
