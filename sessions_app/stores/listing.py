@@ -34,7 +34,6 @@ from collections import OrderedDict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
-from django.core.cache import cache
 from django.core.exceptions import EmptyResultSet
 from django.db import DatabaseError
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
@@ -524,7 +523,10 @@ def _entry_key(entry) -> tuple:
     return (value if value is not None else float("-inf"), key, pk)
 
 
-SOURCES_TTL = 300  # seconds; the cache key also changes with every write to the store
+# Store path -> (file signature, its distinct sources): one entry per store, in this
+# process (what Django's local-memory cache held, without its pickling and key
+# hashing: ten lookups a view).
+_SOURCES: dict[str, tuple[tuple, list[str]]] = {}
 
 
 def _sources(store: Store) -> list[str] | None:
@@ -552,11 +554,13 @@ def distinct_sources(stores: list[Store]) -> list[str]:
     """
     found: set[str] = set()
     for store in stores:
-        key = "sources:" + hashlib.sha256(repr((str(store.path), store.signature())).encode()).hexdigest()
-        sources = cache.get(key)
-        if sources is None:
+        path, signature = str(store.path), store.signature()  # before the read (a write meanwhile: read again)
+        hit = _SOURCES.get(path)
+        if hit is not None and hit[0] == signature:
+            sources = hit[1]
+        else:
             sources = _sources(store)
             if sources is not None:
-                cache.set(key, sources, SOURCES_TTL)
+                _SOURCES[path] = (signature, sources)
         found.update(sources or ())
     return sorted(found)

@@ -11,9 +11,12 @@ here: the rows are the page's (``presenters.session_list.list_page``).
 
 from __future__ import annotations
 
+import html
+
 from django import template
+from django.conf import settings
 from django.utils.html import conditional_escape
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 from ..presenters.health import session_url_maker
 from .hermes import dash, reltime
@@ -22,44 +25,58 @@ from .transcript import _v
 register = template.Library()
 
 
+def _e(value) -> str:
+    """:func:`transcript._v` with a row's common values first: plain text escaped,
+    a ``reltime`` element (already safe) as it is, a whole number as ``{{ }}``
+    writes it when no thousands separator is set (localize's own fast case)."""
+    kind = type(value)
+    if kind is str:
+        return html.escape(value)
+    if kind is SafeString:
+        return value
+    if kind is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)
+    return _v(value)
+
+
 def _row(row: dict, url, checked, select: bool) -> str:
     sid, title = row.get("id", ""), row.get("title")
     out = ["\n    <tr>\n      "]
     if select:
-        out.append(f'<td class="select"><input type="checkbox" name="s" value="{_v(row.get("profile", ""))} {_v(sid)}" '
-                   f'form="bulk-delete" aria-label="select {_v(sid)}"></td>')
-    out.append(f'\n      <td dir="auto" data-label="Profile">{_v(row.get("profile", ""))}</td>\n'
-               f'      <td data-label="Session"><a href="{_v(url(sid))}">')
-    out.append(f"<bdi>{_v(title)}</bdi>" if title else f'<code dir="auto">{_v(sid)}</code>')
+        out.append(f'<td class="select"><input type="checkbox" name="s" value="{_e(row.get("profile", ""))} {_e(sid)}" '
+                   f'form="bulk-delete" aria-label="select {_e(sid)}"></td>')
+    out.append(f'\n      <td dir="auto" data-label="Profile">{_e(row.get("profile", ""))}</td>\n'
+               f'      <td data-label="Session"><a href="{_e(url(sid))}">')
+    out.append(f"<bdi>{_e(title)}</bdi>" if title else f'<code dir="auto">{_e(sid)}</code>')
     out.append("</a>\n        ")
     if title:
-        out.append(f'<div class="muted small"><code dir="auto">{_v(sid)}</code></div>')
+        out.append(f'<div class="muted small"><code dir="auto">{_e(sid)}</code></div>')
     out.append("\n        ")
     if row.get("parent_session_id"):
-        out.append(f'<div class="muted small">child of <code dir="auto">{_v(row["parent_session_id"])}</code></div>')
+        out.append(f'<div class="muted small">child of <code dir="auto">{_e(row["parent_session_id"])}</code></div>')
     out.append('</td>\n      <td data-label="Health" class="badges">')
     if row.get("profile", "") not in checked:
         out.append('<span class="muted small">not checked</span>')
     for f in row.get("findings") or ():
-        out.append(f'<span class="sev sev-{_v(f.get("severity", ""))} titled" '
-                   f'title="{_v(f.get("check", ""))}: {_v(f.get("detail", ""))}">{_v(f.get("title", f.get("check", "")))}</span> ')
+        out.append(f'<span class="sev sev-{_e(f.get("severity", ""))} titled" '
+                   f'title="{_e(f.get("check", ""))}: {_e(f.get("detail", ""))}">{_e(f.get("title", f.get("check", "")))}</span> ')
     if row.get("more_findings"):
-        out.append(f'<span class="muted small">+{_v(row["more_findings"])}</span>')
-    out.append(f'</td>\n      <td dir="auto" data-label="Source">{_v(row.get("source", ""))}</td>\n'
-               f'      <td data-label="Liveness" class="badges"><span class="live live-{_v(row.get("live_class", ""))}"')
+        out.append(f'<span class="muted small">+{_e(row["more_findings"])}</span>')
+    out.append(f'</td>\n      <td dir="auto" data-label="Source">{_e(row.get("source", ""))}</td>\n'
+               f'      <td data-label="Liveness" class="badges"><span class="live live-{_e(row.get("live_class", ""))}"')
     if row.get("live_evidence"):
         # The join filter: each item escaped (not localised), the separator too.
         out.append(f' title="{"; ".join(conditional_escape(e) for e in row["live_evidence"])}"')
-    out.append(f'>{_v(row.get("live_label", ""))}</span>')
+    out.append(f'>{_e(row.get("live_label", ""))}</span>')
     if row.get("live_label") == "ended" and row.get("end_reason"):
-        out.append(f' <span class="muted small" title="{_v(row["end_reason"])}">'
-                   f'(<bdi>{_v(row.get("end_reason_label") or row["end_reason"])}</bdi>)</span>')
+        out.append(f' <span class="muted small" title="{_e(row["end_reason"])}">'
+                   f'(<bdi>{_e(row.get("end_reason_label") or row["end_reason"])}</bdi>)</span>')
     for flag in ("pinned", "archived", "hidden"):
         if row.get(flag):
             out.append(f' <span class="badge flag-{flag}">{flag}</span>')
-    out.append(f'</td>\n      <td class="num" data-label="Messages">{_v(dash(row.get("message_count", "")))}</td>\n'
-               f'      <td data-label="Started">{_v(reltime(row.get("started_at", "")))}</td>\n'
-               f'      <td data-label="Last activity">{_v(reltime(row.get("activity", "")))}</td>\n    </tr>\n    ')
+    out.append(f'</td>\n      <td class="num" data-label="Messages">{_e(dash(row.get("message_count", "")))}</td>\n'
+               f'      <td data-label="Started">{_e(reltime(row.get("started_at", "")))}</td>\n'
+               f'      <td data-label="Last activity">{_e(reltime(row.get("activity", "")))}</td>\n    </tr>\n    ')
     return "".join(out)
 
 
