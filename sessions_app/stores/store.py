@@ -187,8 +187,8 @@ class Store:
         return self._open(budget, lenient)
 
     def _open(self, budget: float | None = None, lenient: bool = False):
-        """:meth:`read` without its root check, for :meth:`browse`, whose
-        :meth:`preflight` made that very check just before (its ``lstat`` and
+        """:meth:`read` without its root check, for :meth:`browse` and :meth:`probe`,
+        whose :meth:`preflight` made that very check just before (its ``lstat`` and
         ``realpath`` of eight paths were a visible share of a ten-profile list)."""
         if self.glancing and busy.recently_locked(self.path) is not None:
             # SQLite's own words: the reason shown (and logged once) is the same
@@ -338,7 +338,7 @@ class Store:
             return status
         status = StoreStatus("ok", file_size=_stat_size(self.path), wal_size=_stat_size(Path(f"{self.path}-wal")))
         try:
-            with self.read(budget=settings.HERMES_QUERY_BUDGET) as conn:
+            with self._open(budget=settings.HERMES_QUERY_BUDGET) as conn:  # preflight checked the root
                 caps = self.capabilities(conn)
                 status.schema_version = caps.schema_version
                 status.newer_than_known = caps.newer_than_known
