@@ -30,6 +30,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 PROFILE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -53,8 +54,10 @@ class Profile:
     home: Path
     root_label: str = ""
 
-    @property
+    @cached_property
     def db_path(self) -> Path:
+        # Computed once per profile (a frozen dataclass: the value never changes):
+        # list pages ask for it a hundred times a view.
         return self.home / "state.db"
 
     @property

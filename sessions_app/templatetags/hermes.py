@@ -5,11 +5,12 @@ Formatting only: the human forms themselves live in ``sessions_app.timefmt`` so
 presenters can build the same words in Python."""
 
 import datetime as dt
+import html
 import json
 
 from django import template
-from django.utils.html import escape, format_html
-from django.utils.safestring import mark_safe
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from .. import timefmt
 from ..presenters.changes import change_table as _change_table
@@ -55,8 +56,8 @@ def reltime(value):
     # times are strftime's digits and separators, nothing to escape; the words are
     # escaped as format_html would.
     iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return mark_safe(f'<time datetime="{iso}" title="{iso[:-1].replace("T", " ")} UTC">'
-                     f'{escape(timefmt.relative_to(when))}</time>')
+    return SafeString(f'<time datetime="{iso}" title="{iso[:-1].replace("T", " ")} UTC">'
+                      f'{html.escape(timefmt.relative_to(when))}</time>')
 
 
 @register.filter
