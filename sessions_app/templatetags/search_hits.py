@@ -14,8 +14,11 @@ the page's (``presenters.search.search_page``).
 
 from __future__ import annotations
 
+import html
+
 from django import template
-from django.utils.safestring import mark_safe
+from django.conf import settings
+from django.utils.safestring import SafeString, mark_safe
 
 from ..presenters.health import session_url_maker
 from .hermes import reltime
@@ -24,29 +27,44 @@ from .transcript import _v
 register = template.Library()
 
 
+def _e(value) -> str:
+    """:func:`transcript._v` with a hit's common values first: plain text escaped,
+    a ``reltime`` element (already safe) as it is, a whole number (the message id)
+    as ``{{ }}`` writes it when no thousands separator is set (localize's own fast
+    case)."""
+    kind = type(value)
+    if kind is str:
+        return html.escape(value)
+    if kind is SafeString:
+        return value
+    if kind is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)
+    return _v(value)
+
+
 def _snippet(parts) -> str:
-    return "".join(f'<mark dir="auto">{_v(text)}</mark>' if matched else f"<bdi>{_v(text)}</bdi>"
+    return "".join(f'<mark dir="auto">{_e(text)}</mark>' if matched else f"<bdi>{_e(text)}</bdi>"
                    for text, matched in parts)
 
 
 def _hit(hit, url) -> str:
-    hid, session, visible = _v(hit.id), hit.session, hit.visible
-    out = [f'\n    <li data-message="{hid}">\n      <a href="{_v(url(hit.session_id))}?at={hid}']
+    hid, session, visible = _e(hit.id), hit.session, hit.visible
+    out = [f'\n    <li data-message="{hid}">\n      <a href="{_e(url(hit.session_id))}?at={hid}']
     if not visible:
         out.append("&amp;inactive=1")
     out.append(f"#m{hid}\">")
     # {% if hit.session.title %}: a missing session or a missing title column is false.
     title = session.get("title") if session else None
-    out.append(f"<bdi>{_v(title)}</bdi>" if title else f'<code dir="auto">{_v(hit.session_id)}</code>')
-    out.append(f'</a>\n      <span class="muted small">#{hid} · <bdi>{_v(hit.role)}</bdi> · '
-               f"{_v(reltime(hit.timestamp))}")
+    out.append(f"<bdi>{_e(title)}</bdi>" if title else f'<code dir="auto">{_e(hit.session_id)}</code>')
+    out.append(f'</a>\n      <span class="muted small">#{hid} · <bdi>{_e(hit.role)}</bdi> · '
+               f"{_e(reltime(hit.timestamp))}")
     if session:
         # {{ hit.session.source }}: "" for a store without the column, "None" for NULL.
-        out.append(f' · <bdi>{_v(session["source"]) if "source" in session else ""}</bdi>')
+        out.append(f' · <bdi>{_e(session["source"]) if "source" in session else ""}</bdi>')
     else:
         out.append(' · <span class="error">session row missing</span>')
     if not visible:
-        out.append(f" · {_v(hit.state)}")
+        out.append(f" · {_e(hit.state)}")
     out.append(f'</span>\n      <div class="snippet" dir="auto">{_snippet(hit.parts)}</div>\n    </li>\n  ')
     return "".join(out)
 
