@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -24,6 +26,41 @@ def _indexed_texts(conn, columns, ids) -> dict[int, str]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, {', '.join(picked)} FROM messages WHERE id IN ({marks})", list(ids))
     return {row[0]: "\n".join(str(v) for v in row[1:] if v is not None) for row in rows}
+
+
+MEMO_CHARS = 2_000_000  # masked characters remembered at most (a few MB), oldest out first
+_memo: OrderedDict[bytes, str] = OrderedDict()
+_memo_size = [0]
+_memo_lock = threading.Lock()
+
+
+def _masked(text):
+    """``mask(text)``, remembered by a digest of ``text``.
+
+    A page of hits masks about 150 texts (each message around its snippet, the
+    snippet, the titles), every view of the same search the same ones again, and
+    :func:`mask` scans each text for every pattern's literals. Safe to remember:
+    ``mask`` is a pure function of its text (the patterns are fixed for the
+    process), so the text, which the key digests, is all that can change its
+    answer; a text changed in the store is another key. Only masked text (what a
+    user who sees masked text is shown) is kept, not the text itself, and at most
+    :data:`MEMO_CHARS` characters of it."""
+    if not isinstance(text, str) or not text:
+        return mask(text)
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _memo_lock:
+        found = _memo.get(key)
+        if found is not None:
+            _memo.move_to_end(key)
+            return found
+    found = mask(text)
+    with _memo_lock:
+        if key not in _memo:
+            _memo[key] = found
+            _memo_size[0] += len(found)
+            while _memo_size[0] > MEMO_CHARS and _memo:
+                _memo_size[0] -= len(_memo.popitem(last=False)[1])
+    return found
 
 
 def _core(text: str) -> str:
@@ -61,9 +98,9 @@ def mask_hits(results, texts: dict[int, str]) -> None:
             hit.parts = [(HIDDEN_SNIPPET, False)]
             kept.append(hit)
             continue
-        masked = mask(window)
+        masked = _masked(window)
         if masked == window:  # no secret near it (as far as patterns tell)
-            masked_plain = mask(plain)
+            masked_plain = _masked(plain)
             if masked_plain != plain:
                 hit.parts = [(masked_plain, False)]
             kept.append(hit)
@@ -73,15 +110,17 @@ def mask_hits(results, texts: dict[int, str]) -> None:
             continue  # matched only inside a secret
         if all(_core(t) in masked for t, _ in hit.parts):
             pass  # the snippet quotes only text around the secrets
-        elif _core(mask(plain)) in masked:
-            hit.parts = [(mask(plain), False)]  # whole secrets inside, masked as in the message
+        elif _core(_masked(plain)) in masked:
+            hit.parts = [(_masked(plain), False)]  # whole secrets inside, masked as in the message
         else:
             hit.parts = [(HIDDEN_SNIPPET, False)]  # it cuts a secret
         kept.append(hit)
     results.hits = kept
-    for hit in results.hits:
-        if hit.session and hit.session.get("title"):
-            hit.session["title"] = mask(hit.session["title"])
+    # A session's row is one dict shared by all of its hits: its title is masked once.
+    sessions = {id(hit.session): hit.session for hit in results.hits if hit.session}
+    for session in sessions.values():
+        if session.get("title"):
+            session["title"] = _masked(session["title"])
 
 
 @dataclass
