@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 
 from django import template
+from django.conf import settings
 from django.template.defaultfilters import filesizeformat, slugify, urlencode
 from django.urls import reverse
 from django.utils.formats import localize
@@ -33,6 +34,8 @@ def _v(value) -> str:
         # What localize() and conditional_escape() do with a plain (unsafe) str,
         # without their lazy-text wrappers: tens of thousands of values a page.
         return html.escape(value)
+    if type(value) is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)  # localize()'s own fast case for a whole number (counts, ids)
     value = localize(value)
     return conditional_escape(value if isinstance(value, str) else str(value))
 

@@ -77,3 +77,15 @@ def test_huge_hostile_and_odd_rows_too(hermes_home):
     html = transcript_rows(shown.page, shown.markers, store, IDS["long"])
     assert html == reference_rows(shown.page, shown.markers, store, IDS["long"])
     assert "Showing the first 20 KB" in html and "&lt;b&gt;line&lt;/b&gt;" in html and "<b>" not in html
+
+
+@pytest.mark.parametrize("grouping", [False, True])
+def test_values_are_escaped_as_the_template_escapes_them(settings, grouping):
+    """``transcript._v`` (and its fast cases: text, whole numbers) is ``{{ value }}``."""
+    from sessions_app.templatetags.transcript import _v
+
+    settings.USE_THOUSAND_SEPARATOR = grouping
+    template = Template("{{ value }}")
+    for value in [0, 7, -12, 1234567, 2**70, True, False, None, 1.5, 1e20, float("inf"), "<b>&'\"", "", b"x",
+                  ["<a>"], {"k": "<v>"}]:
+        assert _v(value) == template.render(Context({"value": value})), value
