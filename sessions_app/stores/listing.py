@@ -43,7 +43,7 @@ from django.db.models.functions import Coalesce
 
 from ..models import AgentMessage, AgentSession
 from .connection import classify_error
-from .liveness import page_index
+from .liveness import page_index, verdict_of
 from .store import Store, Unavailable, _log_once
 
 COUNT_CAP = 10_000
@@ -367,10 +367,11 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
     querysets built by the ORM (once per page shape, :func:`_memo`) and run on
     ``conn``; ``indexed``: the activity index may be used (for :func:`_wide_rows`)."""
     started_indexed = None
+    state = store.file_state()  # before any read that is remembered under it (see _PROOFS)
     if filters.order == "activity":
-        indexed = _proved(store, caps, "activity", lambda: indexed_activity(conn, caps))
+        indexed = _proved(store, state, caps, "activity", lambda: indexed_activity(conn, caps))
     elif filters.order == "started" or filters.order not in ORDERS:
-        indexed, started_indexed = False, _proved(store, caps, "started", lambda: indexed_started(conn))
+        indexed, started_indexed = False, _proved(store, state, caps, "started", lambda: indexed_started(conn))
     else:
         indexed = False
     # Everything the count and page statements are built from (cursor values too);
@@ -379,8 +380,7 @@ def _store_page(store: Store, conn: sqlite3.Connection, caps, filters: Filters, 
            limit, after, before)
     count_stmt, page_stmt = _memo(key, caps, lambda: _page_statements(
         store, caps, filters, indexed, started_indexed, limit, after, before))
-    counted = _execute(conn, count_stmt, count=True)  # activity only where filtered on
-    n = counted[0][0] if counted else 0
+    n = _counted(store, state, conn, count_stmt)
     # Two steps: the page's ids and sort values in order (reads only what the order
     # needs), then their columns by primary key (wide rows read for this page only).
     # Position and "more" come from the first step alone: a row deleted or changed
@@ -414,8 +414,9 @@ def _wide_rows(store: Store, conn: sqlite3.Connection, caps, indexed: bool, pks:
 _PROOFS: dict = {}
 
 
-def _proved(store: Store, caps, kind: str, prove) -> bool:
-    state = store.file_state()  # before proving, never after (see above)
+def _proved(store: Store, state: tuple, caps, kind: str, prove) -> bool:
+    """``prove()``, or its answer remembered under ``state`` (the store's file state,
+    read before proving, never after: see above)."""
     key = (kind, str(store.path))
     hit = _PROOFS.get(key)
     if hit is not None and hit[0] == state and hit[1] is caps:
@@ -423,6 +424,36 @@ def _proved(store: Store, caps, kind: str, prove) -> bool:
     answer = prove()
     _PROOFS[key] = (state, caps, answer)
     return answer
+
+
+# Capped counts of list pages: (store path, sql, params) -> (file state, count). Like
+# the proofs, a count depends only on the store's rows (the statement holds the
+# filters), and the file state it is kept under was read before counting. The count
+# walks up to COUNT_CAP + 1 index entries (10,001 on a big store) on every view and
+# every later page of the same filters. Statements with many parameters (the health
+# filter's id lists, up to 30,000) are not kept: the key would hold a copy of them.
+_COUNTS: OrderedDict = OrderedDict()
+COUNTS_KEPT = 256
+COUNT_KEY_PARAMS = 64
+
+
+def _counted(store: Store, state: tuple, conn: sqlite3.Connection, stmt) -> int:
+    """The capped count of ``stmt`` (:func:`_compile`'s count statement) on ``conn``."""
+    if stmt is None or len(stmt[1]) > COUNT_KEY_PARAMS:
+        counted = _execute(conn, stmt, count=True)
+        return counted[0][0] if counted else 0
+    key = (str(store.path), *stmt)
+    hit = _COUNTS.get(key)
+    if hit is not None and hit[0] == state:
+        _COUNTS.move_to_end(key)
+        return hit[1]
+    counted = _execute(conn, stmt, count=True)  # activity only where filtered on
+    n = counted[0][0] if counted else 0
+    _COUNTS[key] = (state, n)
+    _COUNTS.move_to_end(key)
+    while len(_COUNTS) > COUNTS_KEPT:
+        _COUNTS.popitem(last=False)
+    return n
 
 
 # Compiled statements of list pages (key -> (caps, statements)), newest last. The
@@ -491,8 +522,11 @@ def _add_liveness(store: Store, conn: sqlite3.Connection, caps, wide: dict) -> N
     except sqlite3.Error:
         index = None
     for pk, row in wide.items():
-        row["liveness"] = index.verdict(pk) if index is not None else "unknown"
-        row["live_evidence"] = [e.detail for e in index.evidence(pk)] if index is not None else []
+        if index is None:
+            row["liveness"], row["live_evidence"] = "unknown", []
+            continue
+        evidence = index.evidence(pk)
+        row["liveness"], row["live_evidence"] = verdict_of(evidence), [e.detail for e in evidence]
 
 
 def _compile(qs, count: bool = False):

@@ -23,6 +23,7 @@ def ids(page):
 def fresh(stores, filters, **kwargs):
     listing._COMPILED.clear()
     listing._PROOFS.clear()
+    listing._COUNTS.clear()
     return list_sessions(stores, filters, **kwargs)
 
 
@@ -130,3 +131,19 @@ def test_wide_rows_are_read_for_the_shown_rows_and_a_failing_store_is_left_out(h
     assert failing in page.errors and failing not in {r["profile"] for r in page.rows}
     assert ids(page) == ids(others) and page.count == others.count
     assert page.next_cursor == others.next_cursor
+
+
+@pytest.mark.parametrize("order", ["started", "activity", "title"])
+def test_remembered_counts_follow_the_store(hermes_home, order):
+    """A page's capped count is remembered under the store's file state: the same on
+    the next view and on a later page, and counted again after a write."""
+    store = store_of(hermes_home, "default")
+    filters = Filters(profiles=["default"], order=order)
+    first = list_sessions([store], filters, limit=3)
+    assert first.count == fresh([store], filters, limit=3).count
+    assert list_sessions([store], filters, limit=3, after=first.next_cursor).count == first.count
+    write_session(store, "count_new", "count new", time.time() + 60)
+    again = list_sessions([store], filters, limit=3)
+    assert again.count == first.count + 1 == fresh([store], filters, limit=3).count
+    narrowed = Filters(profiles=["default"], order=order, q="count new")
+    assert list_sessions([store], narrowed, limit=3).count == 1
