@@ -85,7 +85,8 @@ def _largest_unit(d: dt.datetime, now: dt.datetime) -> str:
     months) first, then weeks, days, hours, minutes of what is left; the first unit
     that is not zero, in the singular for 1. ``tests/views/test_readable.py``
     compares the two on many spans."""
-    if (now - d).days * 86400 + (now - d).seconds <= 0:
+    delta = now - d
+    if delta.days * 86400 + delta.seconds <= 0:
         return "0 minutes"
     months = (now.year - d.year) * 12 + (now.month - d.month)
     if d.day > now.day or (d.day == now.day and d.time() > now.time()):
@@ -96,7 +97,7 @@ def _largest_unit(d: dt.datetime, now: dt.datetime) -> str:
     elif months:
         count, name = months, "month"
     else:  # under a month: Django's pivot is ``d`` itself
-        remaining = (now - d).total_seconds()
+        remaining = delta.total_seconds()
         for size, name in _UNIT_SECONDS:
             count = int(remaining // size)
             if count:
