@@ -32,10 +32,11 @@ COPY_WORDS = {"snapshot": "snapshot", "request_dump": "request dump", "jsonl": "
               "json": "JSON dump", "backup": "dashboard backup", "trash": "trash entry"}
 
 
-def session_analysis(ctx, session_id: str, *, store_copies: bool = True) -> recovery.Analysis:
+def session_analysis(ctx, session_id: str, *, store_copies: bool = True, keep=None) -> recovery.Analysis:
     """The recovery analysis of one session, once per pass (shared with
     ``unanswered_turn``). ``store_copies`` False: the ``sessions/`` files only
-    (cheap: no backup or trash database is opened)."""
+    (cheap: no backup or trash database is opened). ``keep``: in a whole pass, a
+    ``(key, compute)`` memo the caller holds for one session only (see ``_one_session``)."""
     def compute():
         scanned = scan_sessions_dir(ctx).get(session_id)
         listed = scanned.files if scanned is not None else []
@@ -50,8 +51,29 @@ def session_analysis(ctx, session_id: str, *, store_copies: bool = True) -> reco
     # whole pass analyses thousands of sessions, and keeping each one's rows until
     # the pass ends held ~40 MB per 100,000 messages (505 MB peak on the 1 M-message
     # bench store, docs/benchmarks.md); there a session analysed twice is read twice.
-    memo = ctx.memo if ctx.session_id is not None else (lambda key, compute: compute())
+    memo = ctx.memo if ctx.session_id is not None else (keep or _no_memo)
     return memo(f"recovery:{session_id}:{int(store_copies)}", compute)
+
+
+def _no_memo(key, compute):
+    return compute()
+
+
+def _one_session():
+    """A memo for one session's rows and analyses within a whole pass: ``history_lost``
+    analyses a session from its ``sessions/`` files first and again with every copy
+    when that shows a loss, and both compare the same rows (read once, not twice).
+    Safe: the two analyses follow each other within the check, and a pass reads
+    statement by statement anyway (no snapshot across statements), so rows read a
+    moment earlier are as current as a second read; it never remembers a problem past
+    this session, and is dropped with it (the pass's memory stays flat)."""
+    seen: dict = {}
+
+    def memo(key, compute):
+        if key not in seen:
+            seen[key] = compute()
+        return seen[key]
+    return memo
 
 
 def _counter_gaps(ctx) -> dict[str, dict]:
@@ -157,9 +179,10 @@ class HistoryLost(Check):
             if ctx.verdict(sid) == "live":
                 continue  # a running turn writes its rows after the API call
             # Backups and trash are opened only for a session that shows a loss.
-            analysis = session_analysis(ctx, sid, store_copies=False)
+            keep = _one_session()
+            analysis = session_analysis(ctx, sid, store_copies=False, keep=keep)
             if analysis.plan.holding_missing() or sid in facts:
-                analysis = session_analysis(ctx, sid)
+                analysis = session_analysis(ctx, sid, keep=keep)
             finding = self._judge(sid, analysis, facts.get(sid), sid in exists)
             if finding is not None:
                 yield finding

@@ -246,3 +246,24 @@ save_snapshot(sid, memory, name="session_{sf.safe_component(sid)}.json")
 """)
     [f] = findings(run_store_checks(s, now=later()), "history_lost", sid)
     assert f.evidence["copies"][0]["missing"] == 2 and f.evidence["cause"] == "reply_dropped"
+
+
+def test_a_whole_pass_reads_a_lost_sessions_rows_once(store, monkeypatch):
+    """history_lost analyses a session from its sessions/ files, then with every copy
+    when that shows a loss: both compare the same rows, read once (and not kept for
+    the rest of the pass: a second pass reads them again)."""
+    s = store("default")
+    deleted_under_live_agent(s, snapshot=True)
+    reads = []
+    real = recovery.store_messages
+
+    def counted(conn, caps, sid):
+        reads.append(sid)
+        return real(conn, caps, sid)
+
+    monkeypatch.setattr(recovery, "store_messages", counted)
+    [f] = findings(run_store_checks(s, only=["history_lost"], now=later()), "history_lost", SID)
+    assert f.evidence["recoverable"] == 6
+    assert reads == [SID]
+    run_store_checks(s, only=["history_lost"], now=later())
+    assert reads == [SID, SID]
