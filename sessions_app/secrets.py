@@ -27,8 +27,11 @@ tries each alternative at each position).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import re._parser as sre_parse  # the stdlib's own pattern parser (Python 3.11+)
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 
 from django.conf import settings
@@ -185,6 +188,42 @@ def mask(text):
                 if found.secret_value and len(found.secret_value) >= 4:
                     text = text.replace(found.secret_value, MASK.format("keyword"))
     return text
+
+
+MEMO_CHARS = 2_000_000  # masked characters remembered at most (a few MB), oldest out first
+_memo: OrderedDict[bytes, str] = OrderedDict()
+_memo_size = [0]
+_memo_lock = threading.Lock()
+
+
+def mask_remembered(text):
+    """``mask(text)``, remembered by a digest of ``text``.
+
+    For pages that mask the same texts on every view: a search page masks about
+    150 (each hit's message around its snippet, the snippet, the titles), the
+    health page the details of the stored pass's findings (a few hundred), and
+    :func:`mask` scans each text for every pattern's literals. Safe to remember:
+    ``mask`` is a pure function of its text (the patterns are fixed for the
+    process), so the text, which the key digests, is all that can change its
+    answer; a text changed in the store is another key. Only masked text (what a
+    user who sees masked text is shown) is kept, not the text itself, and at most
+    :data:`MEMO_CHARS` characters of it."""
+    if not isinstance(text, str) or not text:
+        return mask(text)
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _memo_lock:
+        found = _memo.get(key)
+        if found is not None:
+            _memo.move_to_end(key)
+            return found
+    found = mask(text)
+    with _memo_lock:
+        if key not in _memo:
+            _memo[key] = found
+            _memo_size[0] += len(found)
+            while _memo_size[0] > MEMO_CHARS and _memo:
+                _memo_size[0] -= len(_memo.popitem(last=False)[1])
+    return found
 
 
 def mask_value(value):

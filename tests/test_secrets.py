@@ -81,3 +81,24 @@ def test_fold_maps_what_ignorecase_matches_to_ascii():
 
 def test_non_strings_and_empty_text_pass_through():
     assert mask(None) is None and mask("") == "" and mask(42) == 42
+
+
+def test_masked_texts_are_remembered_by_their_text_within_a_bound(monkeypatch):
+    """``mask_remembered`` gives what ``mask`` gives, for texts with and
+    without secrets, the same text answered from memory, a changed text masked
+    anew, and the memory kept under ``MEMO_CHARS`` characters."""
+    monkeypatch.setattr(secrets, "_memo", type(secrets._memo)())
+    monkeypatch.setattr(secrets, "_memo_size", [0])
+    monkeypatch.setattr(secrets, "MEMO_CHARS", 400)
+    calls, real = [], secrets.mask
+    monkeypatch.setattr(secrets, "mask", lambda text: calls.append(text) or real(text))
+    key = "sk-ant-api03-" + "Mm3Nn4Bb" * 5
+    texts = [f"use {key} now", "nothing secret here", "password=hunter2hunter2", "", None, "ü … \ufffd"]
+    for text in texts * 2:
+        assert secrets.mask_remembered(text) == real(text)
+    assert calls.count(f"use {key} now") == 1 and calls.count("nothing secret here") == 1
+    assert secrets.mask_remembered(f"use {key} later") == real(f"use {key} later")  # another text, masked anew
+    for i in range(100):
+        secrets.mask_remembered(f"filler text number {i}")
+    assert 0 < secrets._memo_size[0] <= 400 and secrets._memo_size[0] == sum(map(len, secrets._memo.values()))
+    assert secrets.mask_remembered("filler text number 99") == "filler text number 99"

@@ -14,7 +14,7 @@ from ..actions.registry import ACTIONS, plan_for, prerequisites, rank, repair_fi
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest, staleness
-from ..secrets import Masker, masker_for
+from ..secrets import Masker, mask_remembered, masker_for
 from ..stores import liveness
 from . import NotFound
 from .changes import ChangeTable, change_table
@@ -90,7 +90,8 @@ def health_page(store, *, user) -> HealthPage:
             group["repairable"] += 1
         if len(group["rows"]) >= SHOWN_PER_CHECK:
             continue
-        row = {**finding, "detail": masker(finding["detail"])}  # details may quote store text
+        # Details may quote store text; the stored pass's are the same on every view.
+        row = {**finding, "detail": mask_remembered(finding["detail"]) if masker else finding["detail"]}
         sid = finding.get("session_id")
         if sid:
             row["session_url"] = urls["session_url"](sid)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
 
-from ..secrets import mask, masking_for
+from ..secrets import mask, mask_remembered, masking_for
 from ..stores.search import Results, SearchUnavailable, count_hits, search
 
 HIDDEN_SNIPPET = "… (this snippet touches a masked secret; open the message to read it masked) …"
@@ -26,41 +24,6 @@ def _indexed_texts(conn, columns, ids) -> dict[int, str]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, {', '.join(picked)} FROM messages WHERE id IN ({marks})", list(ids))
     return {row[0]: "\n".join(str(v) for v in row[1:] if v is not None) for row in rows}
-
-
-MEMO_CHARS = 2_000_000  # masked characters remembered at most (a few MB), oldest out first
-_memo: OrderedDict[bytes, str] = OrderedDict()
-_memo_size = [0]
-_memo_lock = threading.Lock()
-
-
-def _masked(text):
-    """``mask(text)``, remembered by a digest of ``text``.
-
-    A page of hits masks about 150 texts (each message around its snippet, the
-    snippet, the titles), every view of the same search the same ones again, and
-    :func:`mask` scans each text for every pattern's literals. Safe to remember:
-    ``mask`` is a pure function of its text (the patterns are fixed for the
-    process), so the text, which the key digests, is all that can change its
-    answer; a text changed in the store is another key. Only masked text (what a
-    user who sees masked text is shown) is kept, not the text itself, and at most
-    :data:`MEMO_CHARS` characters of it."""
-    if not isinstance(text, str) or not text:
-        return mask(text)
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-    with _memo_lock:
-        found = _memo.get(key)
-        if found is not None:
-            _memo.move_to_end(key)
-            return found
-    found = mask(text)
-    with _memo_lock:
-        if key not in _memo:
-            _memo[key] = found
-            _memo_size[0] += len(found)
-            while _memo_size[0] > MEMO_CHARS and _memo:
-                _memo_size[0] -= len(_memo.popitem(last=False)[1])
-    return found
 
 
 def _core(text: str) -> str:
@@ -98,9 +61,9 @@ def mask_hits(results, texts: dict[int, str]) -> None:
             hit.parts = [(HIDDEN_SNIPPET, False)]
             kept.append(hit)
             continue
-        masked = _masked(window)
+        masked = mask_remembered(window)
         if masked == window:  # no secret near it (as far as patterns tell)
-            masked_plain = _masked(plain)
+            masked_plain = mask_remembered(plain)
             if masked_plain != plain:
                 hit.parts = [(masked_plain, False)]
             kept.append(hit)
@@ -110,8 +73,8 @@ def mask_hits(results, texts: dict[int, str]) -> None:
             continue  # matched only inside a secret
         if all(_core(t) in masked for t, _ in hit.parts):
             pass  # the snippet quotes only text around the secrets
-        elif _core(_masked(plain)) in masked:
-            hit.parts = [(_masked(plain), False)]  # whole secrets inside, masked as in the message
+        elif _core(mask_remembered(plain)) in masked:
+            hit.parts = [(mask_remembered(plain), False)]  # whole secrets inside, masked as in the message
         else:
             hit.parts = [(HIDDEN_SNIPPET, False)]  # it cuts a secret
         kept.append(hit)
@@ -120,7 +83,7 @@ def mask_hits(results, texts: dict[int, str]) -> None:
     sessions = {id(hit.session): hit.session for hit in results.hits if hit.session}
     for session in sessions.values():
         if session.get("title"):
-            session["title"] = _masked(session["title"])
+            session["title"] = mask_remembered(session["title"])
 
 
 @dataclass

@@ -165,3 +165,16 @@ def test_the_flags_box_reads_titles_strictly_on_the_pages_connection(admin_clien
         db.execute("UPDATE sessions SET title = CAST(X'41FF42' AS TEXT) WHERE id = ?", (SID,))
     html = without_bidi_markup(admin_client.get(f"/p/default/s/{SID}/").content.decode())
     assert "A\ufffdB" in html and "flags could not be read" in html
+
+
+def test_health_details_are_masked_on_every_view_when_masking_is_on(admin_client, hermes_home, settings):
+    """The health page masks the stored pass's details through ``mask_remembered``:
+    masked on the first view and on the next (from memory), plain with masking off."""
+    key = "sk-ant-api03-" + "Pp5Oo6Ii" * 5
+    stored_pass([{"check": "counter_drift", "severity": "warning", "session_id": SID, "count": 1,
+                  "detail": f"the message quotes {key} here", "heal": None}])
+    assert key in admin_client.get("/p/default/health/").content.decode()
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    for _ in range(2):
+        html = admin_client.get("/p/default/health/").content.decode()
+        assert key not in html and "the message quotes [secret masked: Anthropic key] here" in html

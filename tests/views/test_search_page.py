@@ -234,43 +234,17 @@ def test_a_snippet_starting_with_a_word_seen_earlier_is_still_masked_in_place(se
     assert hit.parts == [(HIDDEN_SNIPPET, False)]
 
 
-def test_masked_texts_are_remembered_by_their_text_within_a_bound(monkeypatch):
-    """``presenters.search._masked`` gives what ``mask`` gives, for texts with and
-    without secrets, the same text answered from memory, a changed text masked
-    anew, and the memory kept under ``MEMO_CHARS`` characters."""
-    from sessions_app.presenters import search as presenter
-    from sessions_app.secrets import mask
-
-    monkeypatch.setattr(presenter, "_memo", type(presenter._memo)())
-    monkeypatch.setattr(presenter, "_memo_size", [0])
-    monkeypatch.setattr(presenter, "MEMO_CHARS", 400)
-    calls = []
-    monkeypatch.setattr(presenter, "mask", lambda text: calls.append(text) or mask(text))
-    key = "sk-ant-api03-" + "Mm3Nn4Bb" * 5
-    texts = [f"use {key} now", "nothing secret here", "password=hunter2hunter2", "", None, "ü … \ufffd"]
-    for text in texts * 2:
-        assert presenter._masked(text) == mask(text)
-    assert calls.count(f"use {key} now") == 1 and calls.count("nothing secret here") == 1
-    assert presenter._masked(f"use {key} later") == mask(f"use {key} later")  # another text, masked anew
-    for i in range(100):
-        presenter._masked(f"filler text number {i}")
-    assert 0 < presenter._memo_size[0] <= 400 and presenter._memo_size[0] == sum(map(len, presenter._memo.values()))
-    assert presenter._masked("filler text number 99") == "filler text number 99"
-
-
 def test_a_sessions_title_is_masked_once_for_all_of_its_hits(monkeypatch):
     from sessions_app.stores.search import Hit, Results
     from sessions_app.presenters import search as presenter
 
-    monkeypatch.setattr(presenter, "_memo", type(presenter._memo)())
-    monkeypatch.setattr(presenter, "_memo_size", [0])
     key = "sk-ant-api03-" + "Tt7Gg8Hh" * 5
     session = {"id": "s", "title": f"deploy with {key}"}
     hits = [Hit(id=i, session_id="s", role="user", timestamp=1.0, state="active", parts=[("deploy", True)],
                 session=session) for i in (1, 2, 3)]
     titles = []
-    real = presenter._masked
-    monkeypatch.setattr(presenter, "_masked", lambda text: (titles.append(text) if text == session["title"] else None)
+    real = presenter.mask_remembered
+    monkeypatch.setattr(presenter, "mask_remembered", lambda text: (titles.append(text) if text == session["title"] else None)
                         or real(text))
     presenter.mask_hits(Results(query="deploy", hits=hits), {i: "deploy" for i in (1, 2, 3)})
     assert len(titles) == 1 and key not in session["title"] and "secret masked" in session["title"]
