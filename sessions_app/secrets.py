@@ -191,6 +191,7 @@ def mask(text):
 
 
 MEMO_CHARS = 2_000_000  # masked characters remembered at most (a few MB), oldest out first
+MEMO_ENTRY = 100  # what an entry counts beyond its characters (key and bookkeeping): many short texts stay bounded too
 _memo: OrderedDict[bytes, str] = OrderedDict()
 _memo_size = [0]
 _memo_lock = threading.Lock()
@@ -207,7 +208,7 @@ def mask_remembered(text):
     process), so the text, which the key digests, is all that can change its
     answer; a text changed in the store is another key. Only masked text (what a
     user who sees masked text is shown) is kept, not the text itself, and at most
-    :data:`MEMO_CHARS` characters of it."""
+    :data:`MEMO_CHARS` characters of it (each entry counting :data:`MEMO_ENTRY` more)."""
     if not isinstance(text, str) or not text:
         return mask(text)
     key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -220,9 +221,9 @@ def mask_remembered(text):
     with _memo_lock:
         if key not in _memo:
             _memo[key] = found
-            _memo_size[0] += len(found)
+            _memo_size[0] += len(found) + MEMO_ENTRY
             while _memo_size[0] > MEMO_CHARS and _memo:
-                _memo_size[0] -= len(_memo.popitem(last=False)[1])
+                _memo_size[0] -= len(_memo.popitem(last=False)[1]) + MEMO_ENTRY
     return found
 
 

@@ -89,7 +89,7 @@ def test_masked_texts_are_remembered_by_their_text_within_a_bound(monkeypatch):
     anew, and the memory kept under ``MEMO_CHARS`` characters."""
     monkeypatch.setattr(secrets, "_memo", type(secrets._memo)())
     monkeypatch.setattr(secrets, "_memo_size", [0])
-    monkeypatch.setattr(secrets, "MEMO_CHARS", 400)
+    monkeypatch.setattr(secrets, "MEMO_CHARS", 1000)
     calls, real = [], secrets.mask
     monkeypatch.setattr(secrets, "mask", lambda text: calls.append(text) or real(text))
     key = "sk-ant-api03-" + "Mm3Nn4Bb" * 5
@@ -100,5 +100,6 @@ def test_masked_texts_are_remembered_by_their_text_within_a_bound(monkeypatch):
     assert secrets.mask_remembered(f"use {key} later") == real(f"use {key} later")  # another text, masked anew
     for i in range(100):
         secrets.mask_remembered(f"filler text number {i}")
-    assert 0 < secrets._memo_size[0] <= 400 and secrets._memo_size[0] == sum(map(len, secrets._memo.values()))
+    assert 0 < secrets._memo_size[0] <= 1000
+    assert secrets._memo_size[0] == sum(len(v) + secrets.MEMO_ENTRY for v in secrets._memo.values())
     assert secrets.mask_remembered("filler text number 99") == "filler text number 99"
