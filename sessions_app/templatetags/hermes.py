@@ -44,20 +44,34 @@ def epoch_utc(value):
     return f"{shown} UTC" if shown is not value and shown != "—" else shown
 
 
+# Epoch seconds -> (their aware UTC datetime, the <time> element's opening tag): a
+# pure function of the number, so remembered (a list view formats the same hundred
+# times on every view); emptied when full.
+_TIMES: dict = {}
+TIMES_KEPT = 4096
+
+
 @register.filter
 def reltime(value):
     """Epoch seconds as a relative time with the exact UTC time on hover:
     ``<time datetime="2026-12-02T05:00:00Z" title="2026-12-02 05:00:00 UTC">3 hours
     ago</time>``. ``—`` for None; any other non-time value is shown as it is."""
-    when = timefmt.to_datetime(value)
-    if when is None:
-        return "—" if value is None else value
-    # One conversion for the three forms (the list writes two per row). The two
-    # times are strftime's digits and separators, nothing to escape; the words are
-    # escaped as format_html would.
-    iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return SafeString(f'<time datetime="{iso}" title="{iso[:-1].replace("T", " ")} UTC">'
-                      f'{html.escape(timefmt.relative_to(when))}</time>')
+    number = type(value) is float or type(value) is int
+    hit = _TIMES.get(value) if number else None
+    if hit is None:
+        when = timefmt.to_datetime(value)
+        if when is None:
+            return "—" if value is None else value
+        # One conversion for the three forms. The two times are strftime's digits and
+        # separators, nothing to escape; the words are escaped as format_html would.
+        iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        hit = (when, f'<time datetime="{iso}" title="{iso[:-1].replace("T", " ")} UTC">')
+        if number:
+            if len(_TIMES) >= TIMES_KEPT:
+                _TIMES.clear()
+            _TIMES[value] = hit
+    when, head = hit
+    return SafeString(f"{head}{html.escape(timefmt.relative_to(when))}</time>")
 
 
 @register.filter

@@ -367,3 +367,25 @@ def test_relative_words_are_djangos_timesince_on_many_spans():
             assert timefmt._largest_unit(when, now) == timesince(when, now, depth=1).replace("\xa0", " ")
             later = now + dt.timedelta(seconds=span)
             assert timefmt._largest_unit(now, later) == timeuntil(later, now, depth=1).replace("\xa0", " ")
+
+
+def test_reltime_remembers_the_exact_time_but_says_the_relative_one_now(monkeypatch):
+    """``reltime`` keeps each number's formatted exact time (a pure function of it);
+    the relative words are taken at each call, so they move on with the clock."""
+    from django.utils import timezone
+
+    from sessions_app.templatetags import hermes
+
+    hermes._TIMES.clear()
+    value = 1796187600.0  # 2026-12-02 05:00:00 UTC
+    first = hermes.reltime(value)
+    assert value in hermes._TIMES and hermes.reltime(1796187600) == first
+    later = dt.datetime(2026, 12, 2, 8, 0, 30, tzinfo=dt.timezone.utc)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    assert hermes.reltime(value) == ('<time datetime="2026-12-02T05:00:00Z" title="2026-12-02 05:00:00 UTC">'
+                                     '3 hours ago</time>')
+    monkeypatch.setattr(timezone, "now", lambda: later + dt.timedelta(days=2))
+    assert "2 days ago</time>" in hermes.reltime(value)
+    kept = len(hermes._TIMES)
+    assert hermes.reltime(1e300) == 1e300 and hermes.reltime(None) == "—"  # not times: shown as they are
+    assert len(hermes._TIMES) == kept
