@@ -135,17 +135,21 @@ def reachable_others(others: list, report: StoreReport, codes: list[str]) -> lis
 
 
 def run_store_checks(store, *, only: Iterable[str] | None = None, other_stores: Iterable = (),
-                     session_id: str | None = None, now: float | None = None) -> StoreReport:
+                     session_id: str | None = None, now: float | None = None, conn=None) -> StoreReport:
     """Run the catalog (or the codes in ``only``) over ``store``.
 
     ``other_stores``: the other profiles' stores (``id_collision``).
     ``session_id``: restrict to that session's session-level findings (store-level
     checks and ``quick_check`` are skipped). ``now``: epoch seconds (default: now).
+    ``conn``: an open connection of ``store.read()`` to run on (a session page's
+    own, which has read the store: the file checks before opening ran for it).
     Raises ValueError only for unknown codes in ``only``.
     """
     checks = select(only)
     now = time.time() if now is None else float(now)
     report = StoreReport(profile=store.key, path=str(store.path))
+    if conn is not None:
+        return _on_connection(store, conn, report, checks, list(other_stores), session_id, now)
     problem = store.preflight()
     if problem is not None:
         report.status, report.error = problem.status, problem.reason
@@ -158,6 +162,21 @@ def run_store_checks(store, *, only: Iterable[str] | None = None, other_stores: 
             _run(store, conn, report, checks, list(other_stores), session_id, now)
     except sqlite3.Error as exc:
         _fail(report, exc)
+    return report
+
+
+def _on_connection(store, conn, report: StoreReport, checks, other_stores, session_id, now) -> StoreReport:
+    """:func:`run_store_checks` on ``conn``, its text read as a connection of its own
+    reads it (a page's lenient one reads invalid UTF-8 as U+FFFD, which the checks
+    must meet as SQLite's error); its text reading is restored after."""
+    shown = conn.text_factory
+    conn.text_factory = str
+    try:
+        _run(store, conn, report, checks, other_stores, session_id, now)
+    except sqlite3.Error as exc:
+        _fail(report, exc)
+    finally:
+        conn.text_factory = shown
     return report
 
 

@@ -154,12 +154,11 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         # A rename or flag write refuses any session not judged not-live (ground rule 6,
         # actions.guarded.refuse_live): the box offers no control that would only refuse.
         flags["refused"] = FLAG_REFUSED.get(box.verdict, "")
+        stored = counted > LIVE_CHECK_ROWS and not recheck
+        # The session's own checks on this connection (its text read strictly for them).
+        checked = None if stored else run_store_checks(store, session_id=session_id, conn=conn).findings
     health = latest([store.key])[store.key]
-    stored = counted > LIVE_CHECK_ROWS and not recheck
-    if stored:
-        findings = [Finding(**f) for f in health.findings_of(session_id)]
-    else:
-        findings = run_store_checks(store, session_id=session_id).findings
+    findings = [Finding(**f) for f in health.findings_of(session_id)] if stored else checked
     if masker:
         _mask_page(masker, session, page)
         prompt = masker(prompt)

@@ -187,3 +187,24 @@ def test_markdown_export_is_complete_and_says_what_it_replaced(admin_client, her
 def test_checks_do_not_die_on_broken_text(hermes_home, broken):
     report = run_store_checks(store_of(hermes_home))
     assert report.failed_checks == [] and report.error is None
+
+
+def test_a_session_pages_checks_on_its_connection_are_those_of_a_run_of_their_own(hermes_home, broken, settings):
+    """The session page runs its session's checks on its own lenient connection: they
+    read the text strictly as on a connection of theirs, which is lenient again after."""
+    from django.contrib.auth.models import User
+
+    from sessions_app.presenters.session_page import session_page
+    from sessions_app.stores.connection import replacing_text
+
+    settings.HERMES_ADMIN_MASK_SECRETS = False
+    store = store_of(hermes_home)
+    alone = run_store_checks(store, session_id=SID, now=2_000_000_000)
+    with store.read(lenient=True) as conn:
+        shared = run_store_checks(store, session_id=SID, now=2_000_000_000, conn=conn)
+        assert conn.text_factory is replacing_text
+        assert "\ufffd" in conn.execute("SELECT content FROM messages WHERE id = ?", (broken[0],)).fetchone()[0]
+    assert shared == alone
+    user = User.objects.create_superuser("checks", password="x")
+    page = session_page(store, SID, user=user, size=200)
+    assert sorted(f.check for f, _, _ in page.findings) == sorted(f.check for f in alone.findings)
