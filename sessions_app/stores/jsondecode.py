@@ -117,7 +117,11 @@ def decode(raw, *, max_bytes: int | None = None, max_depth: int | None = None, s
         return Undecodable("memory", f"{_mib(size)} of JSON did not fit in memory", size)
     except ValueError as exc:  # JSONDecodeError, and integers past Python's digit limit
         return Undecodable("syntax", f"not JSON ({_short(exc)})", size)
-    if depth_of(value, stop=max_depth) > max_depth:
+    # A value holds no more lists and objects than its text has opening brackets
+    # (those inside strings only add to the count), so a text with at most
+    # ``max_depth`` of them cannot nest deeper: the walk is left out for it (most
+    # tool calls and contents hold a handful), the verdict is the same.
+    if raw.count("[") + raw.count("{") > max_depth and depth_of(value, stop=max_depth) > max_depth:
         return Undecodable("depth", f"nested deeper than {max_depth} levels", size)
     return value
 
