@@ -251,4 +251,10 @@ def belongs_to(name: str, session_id: str) -> bool:
 
 def store_paths_of(store, others: Iterable = ()) -> list[Path]:
     """``state.db`` paths for the guard: ``store``'s and the ``others``' (Store objects)."""
-    return [Path(store.path), *(Path(o.path) for o in others)]
+    # Store.path is a Path already (a profile's, computed once): kept as it is, not
+    # parsed again (a whole check pass asked for these twice per session analysed).
+    return [_as_path(store.path), *(_as_path(o.path) for o in others)]
+
+
+def _as_path(value) -> Path:
+    return value if isinstance(value, Path) else Path(value)

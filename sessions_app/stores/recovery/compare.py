@@ -39,7 +39,7 @@ MERGE_SEPARATOR = "\n\n"
 MERGE_RUN = 8  # user rows a merged copy message may stand for
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a session's rows are held whole (300k on the bench store)
 class StoreMessage:
     """A message row of the session: ``id``, ``role``, match ``key``,
     ``tool_name``, ``visible`` (active or compacted), ``timestamp`` epoch s (or
