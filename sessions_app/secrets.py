@@ -262,6 +262,12 @@ class Masker:
     def value(self, value):
         return mask_value(value) if self.on else value
 
+    def remembered(self, text):
+        """:meth:`__call__` through :func:`mask_remembered`: for a page's texts that
+        its next views show again (a transcript page, its system prompt), not for
+        an export's stream of texts shown once."""
+        return mask_remembered(text) if self.on else text
+
 
 def masker_for(user) -> Masker:
     """The :class:`Masker` for what ``user`` is shown (:func:`masking_for`)."""

@@ -161,9 +161,9 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
     findings = [Finding(**f) for f in health.findings_of(session_id)] if stored else checked
     if masker:
         _mask_page(masker, session, page)
-        prompt = masker(prompt)
+        prompt = masker.remembered(prompt)  # one prompt for many sessions, on every view of each
         # Details may quote store text; the findings box and the transcript's markers show them.
-        findings = [replace(f, detail=masker(f.detail)) for f in findings]
+        findings = [replace(f, detail=masker.remembered(f.detail)) for f in findings]
         for row in [parent or {}, *children, *chain]:  # titles of the lineage too
             if row.get("title"):
                 row["title"] = masker(row["title"])
@@ -244,9 +244,11 @@ def other_copies(store, session_id: str, health: ProfileHealth) -> list[str]:
 
 
 def _mask_page(masker, session, page) -> None:
-    """Mask secrets in everything a session page shows from the store's texts."""
+    """Mask secrets in everything a session page shows from the store's texts
+    (remembered by their digests: a page's next views, and its neighbours', show
+    many of them again; ``secrets.mask_remembered`` says why that is safe)."""
     if session:
-        session["title"] = masker(session.get("title"))
+        session["title"] = masker.remembered(session.get("title"))
     if page is None:
         return
     seen = set()
@@ -254,12 +256,12 @@ def _mask_page(masker, session, page) -> None:
         if id(msg) in seen:
             continue
         seen.add(id(msg))
-        msg.text = masker(msg.text)
+        msg.text = masker.remembered(msg.text)
         msg.structured = masker.value(msg.structured)
         for key in ("reasoning", "reasoning_content"):
-            msg.row[key] = masker(msg.row.get(key))
+            msg.row[key] = masker.remembered(msg.row.get(key))
         for call in msg.tool_calls:
-            call["arguments"] = masker(call["arguments"])
+            call["arguments"] = masker.remembered(call["arguments"])
 
 
 def in_repair_order(findings) -> list:

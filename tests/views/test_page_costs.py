@@ -178,3 +178,25 @@ def test_health_details_are_masked_on_every_view_when_masking_is_on(admin_client
     for _ in range(2):
         html = admin_client.get("/p/default/health/").content.decode()
         assert key not in html and "the message quotes [secret masked: Anthropic key] here" in html
+
+
+def test_session_page_texts_are_masked_on_every_view_when_masking_is_on(admin_client, hermes_home, settings):
+    """The session page masks its texts through ``mask_remembered`` (messages,
+    tool arguments, reasoning, title): masked on the first view and on the next (from memory),
+    plain with masking off, and a text changed in the store is masked anew."""
+    key = "sk-ant-api03-" + "Qq7Ww8Ee" * 5
+    with damage(registry.get("default")) as db:
+        msg = db.execute("SELECT MIN(id) FROM messages WHERE session_id = ?", (SID,)).fetchone()[0]
+        db.execute("UPDATE messages SET content = ?, reasoning = ? WHERE id = ?",
+                   (f"the user pasted {key} here", f"thinking of {key}", msg))
+    assert key in admin_client.get(f"/p/default/s/{SID}/").content.decode()
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    for _ in range(2):
+        html = admin_client.get(f"/p/default/s/{SID}/").content.decode()
+        assert key not in html and "the user pasted [secret masked: Anthropic key] here" in html
+        assert "thinking of [secret masked: Anthropic key]" in html
+    other = "sk-ant-api03-" + "Zz9Xx8Cc" * 5
+    with damage(registry.get("default")) as db:
+        db.execute("UPDATE messages SET content = ? WHERE id = ?", (f"now {other} instead", msg))
+    html = admin_client.get(f"/p/default/s/{SID}/").content.decode()
+    assert other not in html and "now [secret masked: Anthropic key] instead" in html
