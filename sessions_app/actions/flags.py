@@ -26,9 +26,9 @@ the ``change_flags`` permission.
 
 from __future__ import annotations
 
-import sqlite3
-
+import hashlib
 import re
+import sqlite3
 from dataclasses import dataclass
 
 from ..runs import RunReport
@@ -110,6 +110,11 @@ class FlagState:
     lineage: list[str]
     title: str | None
     bot_chat: bool = False
+
+    @property
+    def title_digest(self) -> str:
+        """:func:`title_digest` of ``title``: what the rename form carries."""
+        return title_digest(self.title)
 
 
 def flags_box(store: Store, session_id: str, session, conn: sqlite3.Connection | None = None) -> dict:
@@ -251,15 +256,28 @@ class FlagWrite(_FlagsWrite):
         return f"verify: {wrong} row(s) do not carry {self.flag} = {self.value}" if wrong else None
 
 
+def title_digest(title: str | None) -> str:
+    """What a rename form carries of the title it was shown: ``"none"`` for no title,
+    else the SHA-256 hex digest of its UTF-8 bytes (lone surrogates kept). The page
+    never puts the title itself in a hidden field: with masking on, the visible field
+    leaves out a title holding a secret, and the hidden one must not give it away."""
+    if title is None:
+        return "none"
+    return hashlib.sha256(title.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class RenameWrite(_FlagsWrite):
     """Give ``session_id`` the title ``title`` (already cleaned; None clears it).
-    ``expected``: the title the admin saw (a different one now is a change)."""
+    ``expected``: the title the admin saw (a different one now is a change); or,
+    from the page, ``expected_digest``: its :func:`title_digest`."""
 
     action = RENAME_ACTION
     verb = "renamed"
 
-    def __init__(self, session_id: str, title: str | None, expected: str | None):
+    def __init__(self, session_id: str, title: str | None, expected: str | None,
+                 expected_digest: str | None = None):
         self.session_id, self.title, self.expected = session_id, title, expected
+        self.expected_digest = expected_digest
         self.transfer_from: str | None = None
         self.before: str | None = None
 
@@ -282,7 +300,10 @@ class RenameWrite(_FlagsWrite):
         if row is None:
             raise Refused("the session no longer exists; nothing written")
         current, is_hidden = row
-        if current != self.expected:
+        if self.expected_digest is not None:
+            if title_digest(current) != self.expected_digest:  # the titles stay out of the message
+                raise Changed("its title changed since the page was shown")
+        elif current != self.expected:
             raise Changed(f"its title is now {current!r}, not {self.expected!r} as shown")
         if is_hidden and current == BOT_CHAT_TITLE:
             raise Refused("this is Bot Mode's canonical chat (hidden, titled 'Bot Chat'): Hermes finds it by that "
@@ -336,8 +357,9 @@ class Flagger(GuardedWriter):
     def set_flag(self, store: Store, session_id: str, flag: str, value: bool) -> Outcome:
         return self.perform(store, FlagWrite(session_id, flag, value))
 
-    def rename(self, store: Store, session_id: str, title: str | None, expected: str | None) -> Outcome:
-        return self.perform(store, RenameWrite(session_id, title, expected))
+    def rename(self, store: Store, session_id: str, title: str | None, expected: str | None,
+               expected_digest: str | None = None) -> Outcome:
+        return self.perform(store, RenameWrite(session_id, title, expected, expected_digest))
 
 
 def run_bulk_flags(run, progress) -> dict:

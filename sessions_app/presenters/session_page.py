@@ -161,6 +161,11 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
     findings = [Finding(**f) for f in health.findings_of(session_id)] if stored else checked
     if masker:
         _mask_page(masker, session, page)
+        # The rename field starts empty where masking changes the title (its value would
+        # give the secret away); the placeholder shows the masked title.
+        state = flags.get("state")
+        shown_title = masker.remembered(state.title) if state and state.title else None
+        flags["title_masked"] = shown_title if shown_title != (state.title if state else None) else ""
         prompt = masker.remembered(prompt)  # one prompt for many sessions, on every view of each
         # Details may quote store text; the findings box and the transcript's markers show them.
         findings = [replace(f, detail=masker.remembered(f.detail)) for f in findings]

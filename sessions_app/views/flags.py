@@ -66,14 +66,17 @@ def set_flag(request, store, session_id):
 @store_view
 def rename(request, store, session_id):
     """Give one session a new title (Hermes' rules: cleaned, at most 100 characters, unique)."""
-    expected = request.POST.get("expected")
-    expected = expected if request.POST.get("had_title") == "1" else None
+    # The form carries the shown title's digest (flags.title_digest), not the title.
+    digest = request.POST.get("expected_digest", "")
+    if not digest:
+        flash.error(request, f"{session_id}: not renamed: the form did not say which title it showed; reload the page")
+        return _back(request, store, session_id)
     try:
         title = flags.clean_title(request.POST.get("title", ""))
     except flags.TitleError as exc:
         flash.error(request, f"{session_id}: not renamed: {exc}")
         return _back(request, store, session_id)
-    _say(request, session_id, _flagger(request).rename(store, session_id, title, expected))
+    _say(request, session_id, _flagger(request).rename(store, session_id, title, None, digest))
     return _back(request, store, session_id)
 
 

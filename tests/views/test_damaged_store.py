@@ -106,7 +106,7 @@ def assert_refused_as_damaged(events):
 def test_a_write_posted_anyway_is_refused_and_audited(client, laptop):
     sid = laptop["cli_main"]
     before = files_of("laptop")
-    renamed = client.post(f"/p/laptop/s/{sid}/rename/", {"title": "new", "had_title": "0"}, follow=True)
+    renamed = client.post(f"/p/laptop/s/{sid}/rename/", {"title": "new", "expected_digest": "none"}, follow=True)
     archived = client.post(f"/p/laptop/s/{sid}/flags/", {"action": "archive"}, follow=True)
     for response in (renamed, archived):
         said = [str(m) for m in response.context["messages"]]

@@ -3,12 +3,14 @@ Hermes' own auto-prune per profile, the restore warning, flags and titles on the
 session page and from the list, the pinned warnings, and the permissions."""
 
 import re
+import sqlite3
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from sessions_app import trash
+from sessions_app.actions.flags import title_digest
 from sessions_app.models import AuditEvent, HealRun
 from sessions_app.stores import registry
 from tests.actions.conftest import age_store
@@ -164,23 +166,56 @@ def test_flags_on_the_session_page(home):
     assert 'value="pin"' not in html and "no pinned column" in html and 'value="archive"' in html
 
 
+SHOWN = title_digest("Long pagination session")
+
+
 def test_rename_clash_is_a_clear_error(home):
     operator = user("Operator")
     d = ids("default")
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "Fix the flaky build", "expected": "Long pagination session", "had_title": "1"},
+                             {"title": "Fix the flaky build", "expected_digest": SHOWN},
                              follow=True)
     page = text(response)
     assert "not changed (refused)" in page and f"already used by session {d['cli_main']}" in page
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "y" * 150, "expected": "Long pagination session", "had_title": "1"},
+                             {"title": "y" * 150, "expected_digest": SHOWN},
                              follow=True)
     assert "title too long" in text(response)
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "A better name", "expected": "Long pagination session", "had_title": "1"},
+                             {"title": "A better name", "expected_digest": SHOWN},
                              follow=True)
     assert "renamed to" in text(response)
     assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("A better name",)]
+    # The form was made for the old title: a rename from it now is a change, refused.
+    response = operator.post(f"/p/default/s/{d['long']}/rename/",
+                             {"title": "Third name", "expected_digest": SHOWN}, follow=True)
+    assert "its title changed since the page was shown" in text(response)
+    assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("A better name",)]
+    response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Third name"}, follow=True)
+    assert "did not say which title it showed" in text(response)
+
+
+def test_rename_form_gives_no_masked_title_away(home, settings):
+    """With masking on, a title holding a secret is neither the rename field's value
+    nor a hidden field: the field starts empty, the placeholder shows it masked, and
+    a rename from that form still works (it carries the title's digest)."""
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    d = ids("default")
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (f"deploy with {token}", d["long"]))
+    conn.close()
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    operator = user("Operator")
+    html = text(operator.get(f"/p/default/s/{d['long']}/"))
+    assert 'class="rename-form"' in html and token not in html
+    field = re.search(r'<input type="text" name="title"[^>]*>', html).group(0)
+    assert 'value=""' in field and "placeholder=" in field and "secret masked" in field
+    digest = re.search(r'name="expected_digest" value="([0-9a-f]{64})"', html).group(1)
+    assert digest == title_digest(f"deploy with {token}")
+    response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Deploy notes", "expected_digest": digest},
+                             follow=True)
+    assert "renamed to" in text(response) and token not in text(response)
+    assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("Deploy notes",)]
 
 
 def test_bulk_flags_from_the_list_and_the_flag_filters(home):
