@@ -1,11 +1,11 @@
 """Forms: the sessions-list filters."""
 
 import dataclasses
-from collections import OrderedDict
 
 from django import forms
 
 from .bidi import isolate
+from .memo import Bounded
 from .stores.listing import ORDERS, Filters
 
 
@@ -62,8 +62,8 @@ class SessionFilterForm(forms.Form):
 # Building and validating the bound form was ~0.6 ms of every list view, while its
 # HTML is a cached fragment (templates/sessions/list.html) that needs the form only
 # when it is rendered anew.
-_FILTERS: OrderedDict = OrderedDict()
 FILTERS_KEPT = 256
+_FILTERS = Bounded(FILTERS_KEPT)
 
 
 def session_filters(data, *, profiles=(), sources=(), checks=()) -> Filters:
@@ -74,9 +74,5 @@ def session_filters(data, *, profiles=(), sources=(), checks=()) -> Filters:
     found = _FILTERS.get(key)
     if found is None:
         found = SessionFilterForm(data or None, profiles=profiles, sources=sources, checks=checks).filters()
-        _FILTERS[key] = found
-        while len(_FILTERS) > FILTERS_KEPT:
-            _FILTERS.popitem(last=False)
-    else:
-        _FILTERS.move_to_end(key)
+        _FILTERS.put(key, found)
     return dataclasses.replace(found, profiles=list(found.profiles), with_findings={}, flags=dict(found.flags))

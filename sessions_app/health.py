@@ -122,6 +122,7 @@ def _health(run: HealRun, cached: dict, entry: dict) -> ProfileHealth:
 
 
 _passes_sql: dict[str, tuple] = {}  # database alias -> (sql, params) of _whole_passes
+PASSES_PAGE = 20  # finished passes read per statement
 
 
 def _whole_passes():
@@ -130,7 +131,7 @@ def _whole_passes():
 
     The statement never changes, so the ORM compiles it once per database (its
     building and compiling were half of :func:`latest`'s cost, on every list and
-    health page); the rows are read anew each time."""
+    health page); the rows are read anew each time, ``PASSES_PAGE`` at a time."""
     db = router.db_for_read(HealRun)
     stmt = _passes_sql.get(db)
     if stmt is None:
@@ -140,7 +141,19 @@ def _whole_passes():
               .exclude(report=None).order_by("-finished_at")
               .only("id", "created_at", "started_at", "finished_at", "mode"))
         stmt = _passes_sql[db] = qs.query.get_compiler(using=db).as_sql()
-    return HealRun.objects.db_manager(db).raw(*stmt).iterator()
+    sql, params = stmt
+    # In pages: a raw query is read whole by PostgreSQL's client-side cursor, and a
+    # month of passes is thousands of rows when the first page is all a view needs.
+    # A pass finished between two pages shifts the offset by one: a pass is then read
+    # twice, which latest() ignores (a profile keeps the first, newest, pass found).
+    offset = 0
+    while True:
+        page = list(HealRun.objects.db_manager(db).raw(f"{sql} LIMIT %s OFFSET %s",
+                                                       (*params, PASSES_PAGE, offset)))
+        yield from page
+        if len(page) < PASSES_PAGE:
+            return
+        offset += PASSES_PAGE
 
 
 def latest(profile_keys) -> dict[str, ProfileHealth]:

@@ -26,10 +26,11 @@ the ``change_flags`` permission.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import sqlite3
 from dataclasses import dataclass
+
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from ..runs import RunReport
 from ..stores import registry
@@ -48,6 +49,7 @@ PAST = {"archive": "archived", "unarchive": "unarchived", "pin": "pinned", "unpi
         "unhide": "unhidden"}
 MAX_TITLE_LENGTH = 100  # 0.19.0 SessionDB.MAX_TITLE_LENGTH
 BOT_CHAT_TITLE = "Bot Chat"  # upstream CANONICAL_BOT_CHAT_TITLE
+TITLE_DIGEST_SALT = "hermes-admin.rename-title"
 WHY_MISSING = {
     "archived": "this store has no archived column: Hermes releases before 0.17.0 cannot archive",
     "pinned": "this store has no pinned column: only the newest Hermes pins sessions (not 0.19.0)",
@@ -111,19 +113,18 @@ class FlagState:
     title: str | None
     bot_chat: bool = False
 
-    @property
-    def title_digest(self) -> str:
-        """:func:`title_digest` of ``title``: what the rename form carries."""
-        return title_digest(self.title)
 
 
 def flags_box(store: Store, session_id: str, session, conn: sqlite3.Connection | None = None) -> dict:
     """What the session page's flags box shows, computed before rendering:
-    ``{"state": FlagState | None, "error": str}`` (``conn``: see :func:`flag_state`)."""
+    ``{"state": FlagState | None, "error": str, "title_digest": str}`` (``conn``: see
+    :func:`flag_state`; ``title_digest``: :func:`title_digest` of the title shown)."""
     if not session:
         return {"state": None, "error": ""}
     try:
-        return {"state": flag_state(store, session_id, conn), "error": ""}
+        state = flag_state(store, session_id, conn)
+        return {"state": state, "error": "",
+                "title_digest": title_digest(store.key, session_id, state.title) if state else ""}
     except sqlite3.Error as exc:
         return {"state": None, "error": f"flags could not be read: {exc}"}
 
@@ -256,14 +257,14 @@ class FlagWrite(_FlagsWrite):
         return f"verify: {wrong} row(s) do not carry {self.flag} = {self.value}" if wrong else None
 
 
-def title_digest(title: str | None) -> str:
-    """What a rename form carries of the title it was shown: ``"none"`` for no title,
-    else the SHA-256 hex digest of its UTF-8 bytes (lone surrogates kept). The page
-    never puts the title itself in a hidden field: with masking on, the visible field
-    leaves out a title holding a secret, and the hidden one must not give it away."""
-    if title is None:
-        return "none"
-    return hashlib.sha256(title.encode("utf-8", "surrogatepass")).hexdigest()
+def title_digest(store_key: str, session_id: str, title) -> str:
+    """What a rename form carries of the title it was shown: a keyed digest
+    (``salted_hmac`` with the dashboard's SECRET_KEY) of the profile, the session
+    and the title, the title's type included (a salvaged store may hold a BLOB or a
+    number there). Keyed, so that a masked title's digest cannot be matched against
+    guesses offline; the page never puts the title itself in a hidden field."""
+    typed = repr(title) if not isinstance(title, str) else "s:" + title
+    return salted_hmac(TITLE_DIGEST_SALT, f"{store_key}\0{session_id}\0{typed}", algorithm="sha256").hexdigest()
 
 
 class RenameWrite(_FlagsWrite):
@@ -276,6 +277,7 @@ class RenameWrite(_FlagsWrite):
 
     def __init__(self, session_id: str, title: str | None, expected: str | None,
                  expected_digest: str | None = None):
+        # expected_digest: title_digest(store key, session_id, title shown)
         self.session_id, self.title, self.expected = session_id, title, expected
         self.expected_digest = expected_digest
         self.transfer_from: str | None = None
@@ -301,7 +303,8 @@ class RenameWrite(_FlagsWrite):
             raise Refused("the session no longer exists; nothing written")
         current, is_hidden = row
         if self.expected_digest is not None:
-            if title_digest(current) != self.expected_digest:  # the titles stay out of the message
+            shown = title_digest(ctx.store.key, self.session_id, current)
+            if not constant_time_compare(shown, self.expected_digest):  # titles stay out of the message
                 raise Changed("its title changed since the page was shown")
         elif current != self.expected:
             raise Changed(f"its title is now {current!r}, not {self.expected!r} as shown")

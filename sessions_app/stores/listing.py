@@ -30,7 +30,6 @@ import hashlib
 import dataclasses
 import sqlite3
 import time
-from collections import OrderedDict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -42,6 +41,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
 from ..models import AgentMessage, AgentSession
+from ..memo import Bounded, settled
 from .connection import classify_error
 from .liveness import page_index, verdict_of
 from .store import Store, Unavailable, _log_once
@@ -422,8 +422,14 @@ def _proved(store: Store, state: tuple, caps, kind: str, prove) -> bool:
     if hit is not None and hit[0] == state and hit[1] is caps:
         return hit[2]
     answer = prove()
-    _PROOFS[key] = (state, caps, answer)
+    if settled(_file_mtimes(state)):
+        _PROOFS[key] = (state, caps, answer)
     return answer
+
+
+def _file_mtimes(state: tuple) -> list[int]:
+    """The mtimes (ns) in a ``Store.file_state()`` (its file parts are tuples)."""
+    return [part[3] for part in state if isinstance(part, tuple) and part]
 
 
 # Capped counts of list pages: (store path, sql, params) -> (file state, count). Like
@@ -432,8 +438,8 @@ def _proved(store: Store, state: tuple, caps, kind: str, prove) -> bool:
 # walks up to COUNT_CAP + 1 index entries (10,001 on a big store) on every view and
 # every later page of the same filters. Statements with many parameters (the health
 # filter's id lists, up to 30,000) are not kept: the key would hold a copy of them.
-_COUNTS: OrderedDict = OrderedDict()
 COUNTS_KEPT = 256
+_COUNTS = Bounded(COUNTS_KEPT)
 COUNT_KEY_PARAMS = 64
 
 
@@ -445,14 +451,11 @@ def _counted(store: Store, state: tuple, conn: sqlite3.Connection, stmt) -> int:
     key = (str(store.path), *stmt)
     hit = _COUNTS.get(key)
     if hit is not None and hit[0] == state:
-        _COUNTS.move_to_end(key)
         return hit[1]
     counted = _execute(conn, stmt, count=True)  # activity only where filtered on
     n = counted[0][0] if counted else 0
-    _COUNTS[key] = (state, n)
-    _COUNTS.move_to_end(key)
-    while len(_COUNTS) > COUNTS_KEPT:
-        _COUNTS.popitem(last=False)
+    if settled(_file_mtimes(state)):
+        _COUNTS.put(key, (state, n))
     return n
 
 
@@ -461,20 +464,17 @@ def _counted(store: Store, state: tuple, conn: sqlite3.Connection, stmt) -> int:
 # (most of the list across ten profiles, docs/benchmarks.md); the same page shape
 # gives the same SQL, so it is compiled once. The entry keeps its caps alive so
 # that id(caps) in a key cannot be reused by another store's capabilities.
-_COMPILED: OrderedDict = OrderedDict()
 COMPILED_MAX = 256
+_COMPILED = Bounded(COMPILED_MAX)
 _PK = "\x00pk:"  # placeholder values for the wide query's ids (no store id starts with NUL)
 
 
 def _memo(key, caps, build):
     hit = _COMPILED.get(key)
     if hit is not None and hit[0] is caps:
-        _COMPILED.move_to_end(key)
         return hit[1]
     value = build()
-    _COMPILED[key] = (caps, value)
-    while len(_COMPILED) > COMPILED_MAX:
-        _COMPILED.popitem(last=False)
+    _COMPILED.put(key, (caps, value))
     return value
 
 
@@ -594,7 +594,7 @@ def distinct_sources(stores: list[Store]) -> list[str]:
             sources = hit[1]
         else:
             sources = _sources(store)
-            if sources is not None:
+            if sources is not None and settled(part[2] for part in signature if part):
                 _SOURCES[path] = (signature, sources)
         found.update(sources or ())
     return sorted(found)

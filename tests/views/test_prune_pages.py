@@ -2,6 +2,7 @@
 Hermes' own auto-prune per profile, the restore warning, flags and titles on the
 session page and from the list, the pinned warnings, and the permissions."""
 
+import hashlib
 import re
 import sqlite3
 
@@ -166,29 +167,28 @@ def test_flags_on_the_session_page(home):
     assert 'value="pin"' not in html and "no pinned column" in html and 'value="archive"' in html
 
 
-SHOWN = title_digest("Long pagination session")
-
-
 def test_rename_clash_is_a_clear_error(home):
     operator = user("Operator")
     d = ids("default")
+    shown = title_digest("default", d["long"], "Long pagination session")
+    assert f'name="expected_digest" value="{shown}"' in text(operator.get(f"/p/default/s/{d['long']}/"))
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "Fix the flaky build", "expected_digest": SHOWN},
+                             {"title": "Fix the flaky build", "expected_digest": shown},
                              follow=True)
     page = text(response)
     assert "not changed (refused)" in page and f"already used by session {d['cli_main']}" in page
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "y" * 150, "expected_digest": SHOWN},
+                             {"title": "y" * 150, "expected_digest": shown},
                              follow=True)
     assert "title too long" in text(response)
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "A better name", "expected_digest": SHOWN},
+                             {"title": "A better name", "expected_digest": shown},
                              follow=True)
     assert "renamed to" in text(response)
     assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("A better name",)]
     # The form was made for the old title: a rename from it now is a change, refused.
     response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "Third name", "expected_digest": SHOWN}, follow=True)
+                             {"title": "Third name", "expected_digest": shown}, follow=True)
     assert "its title changed since the page was shown" in text(response)
     assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("A better name",)]
     response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Third name"}, follow=True)
@@ -211,8 +211,16 @@ def test_rename_form_gives_no_masked_title_away(home, settings):
     field = re.search(r'<input type="text" name="title"[^>]*>', html).group(0)
     assert 'value=""' in field and "placeholder=" in field and "secret masked" in field
     digest = re.search(r'name="expected_digest" value="([0-9a-f]{64})"', html).group(1)
-    assert digest == title_digest(f"deploy with {token}")
-    response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Deploy notes", "expected_digest": digest},
+    assert digest == title_digest("default", d["long"], f"deploy with {token}")
+    # The digest is keyed (SECRET_KEY): a guess of the masked part cannot be checked against it.
+    assert digest != hashlib.sha256(f"deploy with {token}".encode()).hexdigest()
+    # The form posted as shown (its field empty) is "not typed", never "clear the title".
+    response = operator.post(f"/p/default/s/{d['long']}/rename/",
+                             {"title": "", "expected_digest": digest, "masked": "1"}, follow=True)
+    assert "type the new title" in text(response)
+    assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [
+        (f"deploy with {token}",)]
+    response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Deploy notes", "expected_digest": digest, "masked": "1"},
                              follow=True)
     assert "renamed to" in text(response) and token not in text(response)
     assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("Deploy notes",)]
@@ -233,3 +241,20 @@ def test_bulk_flags_from_the_list_and_the_flag_filters(home):
     assert e["long"] not in others and e["hostile"] in others
     assert "No sessions match" in text(operator.get("/sessions/", {"profile": "default", "pinned": "yes"}))
     assert operator.post("/sessions/flags/", {"action": "explode", "s": [f"edge {e['long']}"]}).status_code == 400
+
+
+def test_rename_of_a_title_that_is_not_text(home):
+    """A salvaged store can hold a BLOB where the title goes: the page still offers
+    the rename, and the digest of what it showed lets it through."""
+    d = ids("default")
+    with sqlite3.connect(home / "state.db") as conn:
+        conn.execute("UPDATE sessions SET title = x'deadbeef' WHERE id = ?", (d["long"],))
+    conn.close()
+    operator = user("Operator")
+    html = text(operator.get(f"/p/default/s/{d['long']}/"))
+    digest = re.search(r'name="expected_digest" value="([0-9a-f]{64})"', html).group(1)
+    assert digest == title_digest("default", d["long"], b"\xde\xad\xbe\xef") != title_digest("default", d["long"], "")
+    response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Numbered", "expected_digest": digest},
+                             follow=True)
+    assert "renamed to" in text(response)
+    assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [("Numbered",)]
