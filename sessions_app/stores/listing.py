@@ -305,6 +305,7 @@ def list_sessions(
             except (DatabaseError, sqlite3.Error) as exc:
                 errors[store.key] = classify_error(exc)
         wide: dict[str, dict] = {}  # profile key -> {pk: row}
+        read: dict[str, set] = {}  # profile key -> pks whose wide rows were asked for
         while True:
             # A store whose wide read fails is left out like one whose count failed,
             # and the page is merged again without it.
@@ -317,20 +318,25 @@ def list_sessions(
             for (value, key, pk), c in entries:
                 shown.setdefault(key, []).append((pk, value))
             for store, conn, caps, _n, _found, indexed in counted:
-                if store.key not in shown or store.key in wide:
+                # Merged again without a failed store, a store read before has rows
+                # moved up into the page: those are read now (the others are kept).
+                missing = [(pk, value) for pk, value in shown.get(store.key, ())
+                           if pk not in read.get(store.key, ())]
+                if not missing:
                     continue
                 try:
-                    rows = _wide_rows(store, conn, caps, indexed, [pk for pk, _ in shown[store.key]])
+                    rows = _wide_rows(store, conn, caps, indexed, [pk for pk, _ in missing])
                 except (DatabaseError, sqlite3.Error) as exc:
                     errors[store.key] = classify_error(exc)
                     continue
-                for pk, value in shown[store.key]:
+                for pk, value in missing:
                     row = rows.get(pk)
                     if row is not None:
                         row.update(profile=store.key, sort=value, parent_session_id=row.get("parent_session_id"))
                 if liveness:
                     _add_liveness(store, conn, caps, rows)
-                wide[store.key] = rows
+                wide.setdefault(store.key, {}).update(rows)
+                read.setdefault(store.key, set()).update(pk for pk, _ in missing)
             if not any(c[0].key in errors for c in counted):
                 break
     count = sum(min(c[3], COUNT_CAP) for c in counted)
