@@ -376,7 +376,7 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
               "```", "",
               "Raw numbers (every round's times, statuses): `var/bench/results-<home>.json`. `--no-hermes` skips "
               "Hermes' server; `--rounds N` sets the interleaved rounds, `--repeat N` the runs per function; "
-              "`--pages-only` measures the pages alone; `--report-only` writes the report from saved results.", ""]
+              "`--pages-only` measures the pages alone; `--report-only` writes the report from saved results. Where one page's time goes: `bench/cpu.py --home <home> --data <folder> --page <name> --cprofile 40` (CPU of the view beside its floor view in one process).", ""]
     if analysis:
         lines += [analysis.rstrip(), ""]
     return "\n".join(lines)
