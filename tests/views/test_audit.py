@@ -61,6 +61,11 @@ def test_timeline_lists_every_event_and_filters(admin_client, events):
     assert "No events match" in admin_client.get("/audit/?date_to=2000-01-01").content.decode()
 
 
+def test_an_empty_trail_says_nothing_was_recorded(admin_client):
+    html = admin_client.get("/audit/").content.decode()
+    assert "Nothing recorded yet" in html and "No events match" not in html
+
+
 def test_event_detail_shows_the_backup_and_plan(admin_client, events):
     event = events.get(action="recreate_session_row")
     html = admin_client.get(f"/audit/{event.pk}/").content.decode().replace("<wbr>", "")  # paths break after "/"
