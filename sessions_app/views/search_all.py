@@ -16,6 +16,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from ..bidi import isolate
+from ..checks.damage import damaged_keys
 from ..secrets import masking_for
 from ..stores import registry
 from ..stores.coverage import coverage
@@ -65,7 +66,10 @@ def search_everywhere_page(request):
                 words = [w for w, _ in terms(data["q"])]
                 for found in results.profiles:
                     mask_profile_results(found, words)
-            context.update(results=results, masking=masking, q=data["q"].strip())
+            # A store the latest pass found damaged may still answer its index: "ok"
+            # would say more than the search knows.
+            context.update(results=results, masking=masking, q=data["q"].strip(),
+                           damaged=set(damaged_keys(picked)))
     return render(request, "search/all.html", context)
 
 

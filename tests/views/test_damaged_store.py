@@ -191,3 +191,13 @@ def test_overview_and_usage_say_which_figures_come_from_the_damaged_store(client
     [notice] = re.findall(r"<p class=\"notice critical\" data-damaged>(.*?)</p>", usage, re.S)
     assert "laptop" in notice and "default" not in notice
     assert usage.count("damaged store</span>") == 1  # its row, grouped by profile
+
+
+def test_search_everywhere_says_a_damaged_store_was_searched_but_is_damaged(client, laptop):
+    """The index of a damaged store can still answer: its row says the store is
+    damaged (linking its health), not "ok"; an intact store's row says "ok"."""
+    html = text(client.get("/search/", {"q": "the"}))
+    row = re.search(r'<tr data-profile="laptop">.*?</tr>', html, re.S).group(0)
+    assert "searched, but the store is damaged" in row and "/p/laptop/health/" in row
+    other = re.search(r'<tr data-profile="ops">.*?</tr>', html, re.S).group(0)
+    assert "damaged" not in other
