@@ -3,6 +3,7 @@ threads at once; memo.settled keeps nothing read under file times of the last se
 
 import threading
 import time
+from collections import OrderedDict
 
 from sessions_app.memo import Bounded, settled
 
@@ -17,12 +18,21 @@ def test_bounded_drops_the_least_recently_used():
     assert len(memo) == 2 and sorted(memo) == ["a", "c"]
 
 
+class SlowOrder(OrderedDict):
+    """Reorders slowly: another thread gets its turn between a read and the reorder."""
+
+    def move_to_end(self, key, last=True):
+        time.sleep(0.0002)
+        super().move_to_end(key, last)
+
+
 def test_bounded_from_many_threads():
     memo, errors = Bounded(8), []
+    memo._items = SlowOrder()  # without the lock, an entry evicted meanwhile raises KeyError
 
     def hammer(offset):
         try:
-            for i in range(5_000):
+            for i in range(1_500):
                 key = (i + offset) % 12
                 if memo.get(key) is None:
                     memo.put(key, i + 1)

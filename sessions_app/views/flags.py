@@ -71,15 +71,16 @@ def rename(request, store, session_id):
     if not digest:
         flash.error(request, f"{session_id}: not renamed: the form did not say which title it showed; reload the page")
         return _back(request, store, session_id)
-    if request.POST.get("masked") == "1" and not request.POST.get("title", "").strip():
-        # That form starts empty (the title holds masked text): empty is "not typed", not "clear".
-        flash.error(request, f"{session_id}: not renamed: type the new title (the field starts empty because "
-                             "the title holds masked text)")
-        return _back(request, store, session_id)
     try:
         title = flags.clean_title(request.POST.get("title", ""))
     except flags.TitleError as exc:
         flash.error(request, f"{session_id}: not renamed: {exc}")
+        return _back(request, store, session_id)
+    if request.POST.get("masked") == "1" and title is None:
+        # That form starts empty (the title holds masked text): a title that cleans to
+        # nothing (empty, spaces, zero-width or control characters) is "not typed", not "clear".
+        flash.error(request, f"{session_id}: not renamed: type the new title (the field starts empty because "
+                             "the title holds masked text)")
         return _back(request, store, session_id)
     _say(request, session_id, _flagger(request).rename(store, session_id, title, None, digest))
     return _back(request, store, session_id)

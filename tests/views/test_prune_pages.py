@@ -215,9 +215,10 @@ def test_rename_form_gives_no_masked_title_away(home, settings):
     # The digest is keyed (SECRET_KEY): a guess of the masked part cannot be checked against it.
     assert digest != hashlib.sha256(f"deploy with {token}".encode()).hexdigest()
     # The form posted as shown (its field empty) is "not typed", never "clear the title".
-    response = operator.post(f"/p/default/s/{d['long']}/rename/",
-                             {"title": "", "expected_digest": digest, "masked": "1"}, follow=True)
-    assert "type the new title" in text(response)
+    for typed in ("", "  ", "\u200b", "\x01"):  # nothing left once cleaned
+        response = operator.post(f"/p/default/s/{d['long']}/rename/",
+                                 {"title": typed, "expected_digest": digest, "masked": "1"}, follow=True)
+        assert "type the new title" in text(response), repr(typed)
     assert rows(registry.get("default"), "SELECT title FROM sessions WHERE id = ?", (d["long"],)) == [
         (f"deploy with {token}",)]
     response = operator.post(f"/p/default/s/{d['long']}/rename/", {"title": "Deploy notes", "expected_digest": digest, "masked": "1"},
