@@ -14,32 +14,14 @@ the page's (``presenters.search.search_page``).
 
 from __future__ import annotations
 
-import html
-
 from django import template
-from django.conf import settings
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import mark_safe
 
 from ..presenters.health import session_url_maker
 from .hermes import reltime
-from .transcript import _v
+from .transcript import _v as _e  # plain text, safe elements and whole numbers first
 
 register = template.Library()
-
-
-def _e(value) -> str:
-    """:func:`transcript._v` with a hit's common values first: plain text escaped,
-    a ``reltime`` element (already safe) as it is, a whole number (the message id)
-    as ``{{ }}`` writes it when no thousands separator is set (localize's own fast
-    case)."""
-    kind = type(value)
-    if kind is str:
-        return html.escape(value)
-    if kind is SafeString:
-        return value
-    if kind is int and not settings.USE_THOUSAND_SEPARATOR:
-        return str(value)
-    return _v(value)
 
 
 def _snippet(parts) -> str:

@@ -11,32 +11,15 @@ here: the rows are the page's (``presenters.session_list.list_page``).
 
 from __future__ import annotations
 
-import html
-
 from django import template
-from django.conf import settings
 from django.utils.html import conditional_escape
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import mark_safe
 
 from ..presenters.health import session_url_maker
 from .hermes import dash, reltime
-from .transcript import _v
+from .transcript import _v as _e  # plain text, safe elements and whole numbers first
 
 register = template.Library()
-
-
-def _e(value) -> str:
-    """:func:`transcript._v` with a row's common values first: plain text escaped,
-    a ``reltime`` element (already safe) as it is, a whole number as ``{{ }}``
-    writes it when no thousands separator is set (localize's own fast case)."""
-    kind = type(value)
-    if kind is str:
-        return html.escape(value)
-    if kind is SafeString:
-        return value
-    if kind is int and not settings.USE_THOUSAND_SEPARATOR:
-        return str(value)
-    return _v(value)
 
 
 def _row(row: dict, url, checked, select: bool) -> str:

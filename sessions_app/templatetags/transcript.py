@@ -21,7 +21,7 @@ from django.template.defaultfilters import filesizeformat, slugify, urlencode
 from django.urls import reverse
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 from .hermes import check_title, dash, epoch_utc, pretty_json, repair_title
 
@@ -34,6 +34,8 @@ def _v(value) -> str:
         # What localize() and conditional_escape() do with a plain (unsafe) str,
         # without their lazy-text wrappers: tens of thousands of values a page.
         return html.escape(value)
+    if type(value) is SafeString:
+        return value  # already escaped (a reltime element): as conditional_escape() leaves it
     if type(value) is int and not settings.USE_THOUSAND_SEPARATOR:
         return str(value)  # localize()'s own fast case for a whole number (counts, ids)
     value = localize(value)
