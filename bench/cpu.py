@@ -10,6 +10,7 @@ process, with a logged-in superuser, on the pages of ``bench/pages.py``; the dat
 folder gets two stored check passes first (as ``bench/run.py`` does) when it has
 fewer. Printed per page: the median CPU time (``time.process_time``, so another
 process on the machine weighs little) of the product and of its floor, their ratio,
+the median wall times beside them,
 and with ``--cprofile N`` the N heaviest functions of the product's view by
 cumulative time.
 """
@@ -31,15 +32,18 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def _cpu(client, path: str, repeat: int) -> float:
-    times = []
+def _cpu(client, path: str, repeat: int) -> tuple[float, float]:
+    """Median (CPU ms, wall ms) of ``repeat`` requests: a wall time well above the CPU
+    time means the view waits (file system, locks) rather than computes."""
+    cpu, wall = [], []
     for _ in range(repeat):
-        start = time.process_time()
+        start, start_wall = time.process_time(), time.perf_counter()
         response = client.get(path)
-        times.append(time.process_time() - start)
+        cpu.append(time.process_time() - start)
+        wall.append(time.perf_counter() - start_wall)
         if response.status_code != 200:
             raise SystemExit(f"{path}: HTTP {response.status_code}")
-    return statistics.median(times) * 1000
+    return statistics.median(cpu) * 1000, statistics.median(wall) * 1000
 
 
 def main(argv=None) -> int:
@@ -76,10 +80,11 @@ def main(argv=None) -> int:
     names = args.page or list(specs)
     for name in names:
         spec = specs[name]
-        app_ms = _cpu(client, spec["app"], args.repeat + 2)
-        floor_ms = _cpu(client, spec["floor"], args.repeat + 2) if spec.get("floor") else None
+        app_ms, app_wall = _cpu(client, spec["app"], args.repeat + 2)
+        floor_ms, floor_wall = _cpu(client, spec["floor"], args.repeat + 2) if spec.get("floor") else (None, None)
         ratio = f"{app_ms / floor_ms:.2f}x" if floor_ms else "-"
-        print(f"{name:24} app {app_ms:7.2f} ms  floor {floor_ms or 0:7.2f} ms  {ratio}", flush=True)
+        wall = f"  (wall {app_wall:.2f} / {floor_wall:.2f} ms)" if floor_wall else f"  (wall {app_wall:.2f} ms)"
+        print(f"{name:24} app {app_ms:7.2f} ms  floor {floor_ms or 0:7.2f} ms  {ratio}{wall}", flush=True)
         if args.cprofile:
             prof = cProfile.Profile()
             prof.enable()

@@ -47,7 +47,7 @@ def health_chart(profile_key: str) -> Chart:
     """
     runs = [
         run for run in HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-        .exclude(report=None).order_by("-finished_at")[: MAX_POINTS * 3]
+        .filter(report__isnull=False).order_by("-finished_at")[: MAX_POINTS * 3]
         if any(p.get("profile") == profile_key and p.get("status") == "ok" for p in run.report.get("profiles", []))
     ][:MAX_POINTS]
     runs.reverse()

@@ -138,7 +138,7 @@ def _whole_passes():
         # Partial passes (--only, single repairs) do not describe a profile's health.
         qs = (HealRun.objects.using(db)
               .filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-              .exclude(report=None).order_by("-finished_at", "-pk")  # a total order: paged below
+              .filter(report__isnull=False).order_by("-finished_at", "-pk")  # a total order: paged below
               .only("id", "created_at", "started_at", "finished_at", "mode"))
         stmt = _passes_sql[db] = qs.query.get_compiler(using=db).as_sql()
     sql, params = stmt

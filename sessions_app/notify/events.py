@@ -128,7 +128,7 @@ class _History:
 
     def __init__(self, run: HealRun):
         self._query = (HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], mode__in=("check", "apply"))
-                       .exclude(pk=run.pk).exclude(report=None).order_by("-finished_at", "-pk"))
+                       .exclude(pk=run.pk).filter(report__isnull=False).order_by("-finished_at", "-pk"))
         if run.finished_at is not None:
             self._query = self._query.filter(finished_at__lte=run.finished_at)
         self._runs: list[HealRun] = []
