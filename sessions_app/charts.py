@@ -47,8 +47,9 @@ def health_chart(profile_key: str) -> Chart:
     """
     runs = [
         run for run in HealRun.objects.filter(status=HealRun.Status.DONE, plans=[], only=[], mode__in=("check", "apply"))
-        .filter(report__isnull=False).order_by("-finished_at")[: MAX_POINTS * 3]
-        if any(p.get("profile") == profile_key and p.get("status") == "ok" for p in run.report.get("profiles", []))
+        .filter(report__isnull=False).order_by("-finished_at", "-pk").only("id", "finished_at", "checked_profiles")
+        [: MAX_POINTS * 3]
+        if profile_key in run.checked_profiles
     ][:MAX_POINTS]
     runs.reverse()
     chart = Chart(passes=len(runs))

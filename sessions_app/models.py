@@ -297,6 +297,10 @@ class HealRun(models.Model):
     done = models.IntegerField(default=0)
     log_tail = models.TextField(default="")
     report = models.JSONField(null=True)
+    # Profile keys a whole pass read and checked (report status "ok"), written with its
+    # finding counts (runs.record_snapshot): the health chart asks which passes covered
+    # a profile without decoding reports (10 MB each on a million-message home).
+    checked_profiles = models.JSONField(default=list)
     error = models.TextField(default="")
     pid = models.IntegerField(null=True)
     request_address = models.GenericIPAddressField(null=True)

@@ -143,7 +143,10 @@ def exit_status(report: dict, fail_on: str = "warning") -> int:
 
 
 def record_snapshot(run, report: dict) -> None:
-    """Finding counts per profile and check code, for the health-over-time views."""
+    """Finding counts per profile and check code, and the profiles the pass checked
+    (``HealRun.checked_profiles``), for the health-over-time views."""
+    run.checked_profiles = checked_profiles(report)
+    run.save(update_fields=["checked_profiles"])
     counts: dict[tuple, int] = {}
     for prof in report["profiles"]:
         for f in prof["findings"]:
@@ -152,6 +155,12 @@ def record_snapshot(run, report: dict) -> None:
     FindingSnapshot.objects.bulk_create(
         FindingSnapshot(run=run, profile=p, check_code=c, severity=s, count=n) for (p, c, s), n in counts.items()
     )
+
+
+def checked_profiles(report: dict | None) -> list[str]:
+    """Profile keys of a heal report (``checks.runner`` shape) whose store was read
+    and checked (``status == "ok"``), in report order."""
+    return [p["profile"] for p in (report or {}).get("profiles", []) if p.get("status") == "ok" and p.get("profile")]
 
 
 # --------------------------------------------------------------------------- kinds and results

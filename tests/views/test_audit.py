@@ -14,7 +14,7 @@ from django.test import Client
 
 from sessions_app.models import AuditEvent
 from tests.actions.conftest import age_store, heal
-from tests.conftest import IDS
+from tests.conftest import IDS, PROFILES
 
 pytestmark = pytest.mark.django_db
 DAY = 86_400
@@ -214,3 +214,25 @@ def test_lineage_titles_are_masked_too(hermes_home):
     for sid in (IDS["compress_root"], IDS["compress_tip"], IDS["cli_main"]):
         html = auditor.get(f"/p/default/s/{sid}/").content.decode()
         assert token not in html, sid
+
+
+def test_health_chart_counts_the_passes_that_checked_the_profile(events, hermes_home):
+    """A pass of another profile is no point on this profile's chart, and passes
+    recorded before ``checked_profiles`` existed are filled in from their reports."""
+    from types import SimpleNamespace
+
+    from django.apps import apps
+    from django.db import connection
+
+    from sessions_app.charts import health_chart
+    from sessions_app.models import HealRun
+
+    other = next(p for p in PROFILES if p != "default")
+    heal("--profile", other, "--json")
+    assert health_chart("default").passes == 1 and health_chart(other).passes == 2
+    # As a database upgraded from before the field: the keys are gone, the reports hold them.
+    HealRun.objects.update(checked_profiles=[])
+    assert health_chart("default").passes == 0
+    migration = importlib.import_module("sessions_app.migrations.0006_healrun_checked_profiles")
+    migration.fill(apps, SimpleNamespace(connection=connection))
+    assert health_chart("default").passes == 1 and health_chart(other).passes == 2
