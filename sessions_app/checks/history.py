@@ -41,9 +41,11 @@ def session_analysis(ctx, session_id: str, *, store_copies: bool = True, keep=No
         scanned = scan_sessions_dir(ctx).get(session_id)
         listed = scanned.files if scanned is not None else []
         # The rows once per pass, whichever copies are compared with them (the
-        # sessions/ files first, then every copy: both on a session page).
-        rows = memo(f"store_messages:{session_id}",
-                    lambda: recovery.store_messages(ctx.conn, ctx.caps, session_id))
+        # sessions/ files first, then every copy: both on a session page); with
+        # match keys only when a copy is there to compare them with.
+        def rows(keyed):
+            return memo(f"store_messages:{session_id}:{int(keyed)}",
+                        lambda: recovery.store_messages(ctx.conn, ctx.caps, session_id, keyed=keyed))
         return recovery.analyse(ctx.store, ctx.conn, ctx.caps, session_id, others=ctx.other_stores,
                                 files=listed, store_copies=store_copies, rows=rows)
 
@@ -178,10 +180,12 @@ class HistoryLost(Check):
         for sid in candidates:
             if ctx.verdict(sid) == "live":
                 continue  # a running turn writes its rows after the API call
-            # Backups and trash are opened only for a session that shows a loss.
+            # Backups and trash are opened only for a session that shows a loss
+            # (counters that do: straight away, the sessions/ files alone would
+            # be read for nothing).
             keep = _one_session()
-            analysis = session_analysis(ctx, sid, store_copies=False, keep=keep)
-            if analysis.plan.holding_missing() or sid in facts:
+            analysis = None if sid in facts else session_analysis(ctx, sid, store_copies=False, keep=keep)
+            if analysis is None or analysis.plan.holding_missing():
                 analysis = session_analysis(ctx, sid, keep=keep)
             finding = self._judge(sid, analysis, facts.get(sid), sid in exists)
             if finding is not None:

@@ -257,9 +257,9 @@ def test_a_whole_pass_reads_a_lost_sessions_rows_once(store, monkeypatch):
     reads = []
     real = recovery.store_messages
 
-    def counted(conn, caps, sid):
+    def counted(conn, caps, sid, **kw):
         reads.append(sid)
-        return real(conn, caps, sid)
+        return real(conn, caps, sid, **kw)
 
     monkeypatch.setattr(recovery, "store_messages", counted)
     [f] = findings(run_store_checks(s, only=["history_lost"], now=later()), "history_lost", SID)

@@ -2,7 +2,7 @@
 
 Public API::
 
-    store_messages(conn, caps, session_id) -> list[StoreMessage]
+    store_messages(conn, caps, session_id, *, keyed=True) -> list[StoreMessage]
     compare(rows, copy) -> Comparison
     plan_recovery(session_id, rows, copies) -> RecoveryPlan
     analyse(store, conn, caps, session_id, *, others=(), store_copies=True) -> Analysis

@@ -26,11 +26,16 @@ class Analysis:
 
 
 def analyse(store, conn, caps, session_id: str, *, others=(), store_copies: bool = True,
-            files=None, rows: list[StoreMessage] | None = None) -> Analysis:
-    """Read ``session_id``'s rows through ``conn`` (read-only; ``rows``: already read
-    by ``compare.store_messages`` on it, and not changed) and its copies
-    (``stores.copies.copies_of``), and plan what they can bring back."""
-    if rows is None:
-        rows = store_messages(conn, caps, session_id)
+            files=None, rows=None) -> Analysis:
+    """Read ``session_id``'s copies (``stores.copies.copies_of``) and its rows
+    through ``conn`` (read-only), and plan what the copies can bring back.
+
+    The rows carry match keys only when a copy was found (``store_messages``'s
+    ``keyed``): without a copy, nothing compares them and every caller uses their
+    count alone. ``rows``: a callable ``rows(keyed) -> list[StoreMessage]`` giving
+    rows read by ``compare.store_messages`` on ``conn`` (and not changed), for a
+    caller that reads them once for several analyses."""
     copyset = copies_of(store, session_id, others=others, store_copies=store_copies, files=files)
-    return Analysis(session_id, rows, copyset, plan_recovery(session_id, rows, copyset.copies))
+    keyed = bool(copyset.copies)
+    found = rows(keyed) if rows is not None else store_messages(conn, caps, session_id, keyed=keyed)
+    return Analysis(session_id, found, copyset, plan_recovery(session_id, found, copyset.copies))

@@ -43,24 +43,42 @@ MERGE_RUN = 8  # user rows a merged copy message may stand for
 class StoreMessage:
     """A message row of the session: ``id``, ``role``, match ``key``,
     ``tool_name``, ``visible`` (active or compacted), ``timestamp`` epoch s (or
-    None), and for user rows the compared ``text`` (to recognise merged turns)."""
+    None), and for user rows the compared ``text`` (to recognise merged turns).
+    ``key`` and ``text`` are None on rows read with ``keyed=False`` (see
+    :func:`store_messages`)."""
 
     id: int
     role: str
-    key: str
+    key: str | None
     tool_name: str | None
     visible: bool
     timestamp: float | None
     text: str | None = None
 
 
-def store_messages(conn: sqlite3.Connection, caps, session_id: str) -> list[StoreMessage]:
-    """Every message row of ``session_id`` in ``messages.id`` order (read-only)."""
+def store_messages(conn: sqlite3.Connection, caps, session_id: str, *, keyed: bool = True) -> list[StoreMessage]:
+    """Every message row of ``session_id`` in ``messages.id`` order (read-only).
+
+    ``keyed`` False: without the match keys and user texts (``key``, ``text`` None),
+    content and tool calls not read: for a session no copy on disk is compared
+    with, where only the rows' ids, roles and count are used. Computing a key
+    (content and tool calls decoded, canonical JSON, sha256) for every row a whole
+    pass reads was a third of the check pass (bench/analysis.md, issue 16)."""
     if caps.has("messages", "active"):
         compacted = " OR compacted = 1" if caps.has("messages", "compacted") else ""
         visible = f"(active IS NULL OR active != 0{compacted})"
     else:
         visible = "1"
+    if not keyed:
+        cur = conn.execute(
+            f"SELECT id, CAST(role AS BLOB), CAST(tool_name AS BLOB), {visible}, timestamp "
+            "FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
+        out = []
+        for mid, role, name, vis, ts in cur:
+            role, name = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in (role, name))
+            ts = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
+            out.append(StoreMessage(mid, role, None, name, bool(vis), ts))
+        return out
     # Text read as bytes and decoded leniently: one row of invalid UTF-8 (salvaged
     # pages, other writers) must not stop the analysis of the whole session.
     cur = conn.execute(
@@ -245,7 +263,11 @@ def compare(rows: list[StoreMessage], copy: Copy) -> Comparison:
 
 
 def rows_digest(rows: list[StoreMessage]) -> str:
-    """What a plan made against ``rows`` depends on: their ids, keys, visibility."""
+    """What a plan made against ``rows`` depends on: their ids, keys, visibility.
+    ``""`` for rows read without keys: no digest of keyed rows equals it, so a
+    write guarded by it refuses (and nothing is planned from such rows)."""
+    if rows and rows[0].key is None:
+        return ""
     h = hashlib.sha256()
     for r in rows:
         h.update(f"{r.id}\x1f{r.key}\x1f{r.tool_name}\x1f{int(r.visible)}\n".encode())

@@ -133,6 +133,8 @@ def plan_recovery(session_id: str, rows: list[StoreMessage], copies: list[Copy])
     """Compare every copy with ``rows`` and plan the insertions (module docstring).
     Full messages are read again only for what is inserted; a copy that changed
     or vanished since it was read gives an ``errors`` entry and no insertion."""
+    if copies and rows and rows[0].key is None:
+        raise ValueError("rows read without match keys cannot be compared with copies")
     plan = RecoveryPlan(session_id, store_rows=len(rows), rows_digest=rows_digest(rows))
     ordered = sorted(copies, key=_rank)
     plan.comparisons = [compare(rows, c) for c in ordered]
