@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..stores.transcript import call_ids as transcript_call_ids, tool_call_entries
 from .base import EVIDENCE_CAP, CheckContext
@@ -71,6 +72,25 @@ class SessionWalk:
                     or self.backwards or self.bad_timestamps or self.last)
 
 
+class WalkRow(NamedTuple):
+    """One active row as the walk reads it: ``summary`` (a compaction summary, by
+    column or prefix), ``observed`` (bool) and ``key`` (:func:`_row_key`) derived,
+    the rest as stored. A tuple, not a dict: one is built per row of the store
+    (a dict per row was a quarter of the check pass, bench/analysis.md, issue 16)."""
+
+    id: int
+    session_id: str | None
+    role: str | None
+    tool_call_id: str | None
+    tool_calls: str | None
+    pmid: object
+    timestamp: object
+    ts_type: str
+    summary: bool
+    observed: bool
+    key: tuple | None
+
+
 def _add(items: list, item) -> None:
     if len(items) < EVIDENCE_CAP:
         items.append(item)
@@ -84,7 +104,7 @@ class _Walker:
         self.now = now
         self.calls: list[dict] = []  # current window: {assistant_id, ids, answered_by}
         self.prev_role: str | None = None  # previous conversational row's role (for merging)
-        self.prev_user: dict | None = None  # previous conversational row if it was a user row
+        self.prev_user: tuple | None = None  # (id, key, pmid) of the previous conversational row if it was a user row
         self.last: dict | None = None
         self.turn_keys: dict[tuple, tuple[int, object]] = {}
         self.prev_ts: tuple[int, float, bool] | None = None
@@ -107,85 +127,82 @@ class _Walker:
 
     # -- rows
 
-    def feed(self, row: dict) -> None:
-        self._timestamps(row)
-        role = row["role"]
+    def feed(self, row: WalkRow) -> None:
+        mid, _, role, call_id, tool_calls, pmid, ts, ts_type, summary, observed, key = row
+        self._timestamps(mid, ts, ts_type, summary)
         if role not in CONVERSATION_ROLES:
             return
-        if row["summary"]:
+        if summary:
             # A summary restarts the conversation: closes the window (it is a user
             # message to upstream's Pass 1), ends the turn, is not a turn itself.
             self._close(trailing=False)
             self.turn_keys = {}
             self.prev_role, self.prev_user, self.last = None, None, None
             return
-        key = row["key"]
         if role == "user":
             self._close(trailing=False)
             duplicate = False
-            if self.prev_user is not None and self.prev_user["key"] == key and key is not None \
-                    and _pmids_compatible(self.prev_user["pmid"], row["pmid"]):
-                _add(self.out.duplicate_pairs, (self.prev_user["id"], row["id"]))
+            prev = self.prev_user
+            if prev is not None and prev[1] == key and key is not None and _pmids_compatible(prev[2], pmid):
+                _add(self.out.duplicate_pairs, (prev[0], mid))
                 duplicate = True
             if not duplicate:
-                if self.prev_user is not None and not row["observed"]:
-                    _add(self.out.user_pairs, (self.prev_user["id"], row["id"]))
+                if prev is not None and not observed:
+                    _add(self.out.user_pairs, (prev[0], mid))
                 self.turn_keys = {}
-            if row["observed"]:
+            if observed:
                 return  # passive input: neither a turn nor an unanswered prompt
-            self.prev_user = {"id": row["id"], "key": key, "pmid": row["pmid"]}
+            self.prev_user = (mid, key, pmid)
             self.prev_role = "user"
-            self.last = {"id": row["id"], "role": "user"}
+            self.last = {"id": mid, "role": "user"}
             return
         self.prev_user = None
-        self._same_turn_duplicate(row, key)
+        self._same_turn_duplicate(mid, pmid, key)
         if role == "assistant":
-            calls = call_ids(row["tool_calls"])
+            calls = call_ids(tool_calls)
             if self.prev_role != "assistant":
                 self._close(trailing=False)
             for ids in calls:
-                self.calls.append({"assistant_id": row["id"], "ids": ids, "answered_by": None})
+                self.calls.append({"assistant_id": mid, "ids": ids, "answered_by": None})
             self.prev_role = "assistant"
             self.last = None
             return
         # tool row
-        call_id = row["tool_call_id"]
         if not call_id:
-            _add(self.out.orphan_results, {"id": row["id"], "tool_call_id": call_id, "reason": "no_call_id"})
+            _add(self.out.orphan_results, {"id": mid, "tool_call_id": call_id, "reason": "no_call_id"})
         else:
             call = self._find_call(call_id)
             if call is None:
-                _add(self.out.orphan_results, {"id": row["id"], "tool_call_id": call_id, "reason": "no_matching_call"})
+                _add(self.out.orphan_results, {"id": mid, "tool_call_id": call_id, "reason": "no_matching_call"})
             elif call["answered_by"] is not None:
-                _add(self.out.orphan_results, {"id": row["id"], "tool_call_id": call_id, "reason": "second_result",
+                _add(self.out.orphan_results, {"id": mid, "tool_call_id": call_id, "reason": "second_result",
                                                "first_result_id": call["answered_by"]})
             else:
-                call["answered_by"] = row["id"]
+                call["answered_by"] = mid
         self.prev_role = "tool"
-        self.last = {"id": row["id"], "role": "tool"}
+        self.last = {"id": mid, "role": "tool"}
 
-    def _same_turn_duplicate(self, row: dict, key) -> None:
+    def _same_turn_duplicate(self, mid: int, pmid, key) -> None:
         """Assistant/tool rows identical to an earlier row of the same turn."""
         if key is None:
             return
         seen = self.turn_keys.get(key)
-        if seen is not None and _pmids_compatible(seen[1], row["pmid"]):
-            _add(self.out.duplicate_pairs, (seen[0], row["id"]))
+        if seen is not None and _pmids_compatible(seen[1], pmid):
+            _add(self.out.duplicate_pairs, (seen[0], mid))
         else:
-            self.turn_keys[key] = (row["id"], row["pmid"])
+            self.turn_keys[key] = (mid, pmid)
 
-    def _timestamps(self, row: dict) -> None:
-        ts, kind = row["timestamp"], row["ts_type"]
+    def _timestamps(self, mid: int, ts, kind: str, summary: bool) -> None:
         if kind not in ("real", "integer") or ts < EPOCH_MIN or ts > self.now + FUTURE_SLACK:
             self.out.n_bad_timestamps += 1
-            _add(self.out.bad_timestamps, row["id"])
+            _add(self.out.bad_timestamps, mid)
             return
         prev = self.prev_ts
         # Rows carried after a summary keep their original (older) timestamps.
         if prev is not None and not prev[2] and ts < prev[1] - BACKWARD_TOLERANCE:
             self.out.n_backwards += 1
-            _add(self.out.backwards, {"id": row["id"], "previous_id": prev[0], "seconds_back": round(prev[1] - ts, 3)})
-        self.prev_ts = (row["id"], float(ts), bool(row["summary"]))
+            _add(self.out.backwards, {"id": mid, "previous_id": prev[0], "seconds_back": round(prev[1] - ts, 3)})
+        self.prev_ts = (mid, float(ts), summary)
 
     def finish(self) -> SessionWalk:
         self._close(trailing=True)
@@ -225,19 +242,16 @@ def _select(ctx: CheckContext) -> str:
     )
 
 
-def _as_dict(row) -> dict:
+def _as_row(row) -> WalkRow:
     mid, sid, role, call_id, calls, pmid, ts, ts_type, length, head, summary, observed = row
     head = bytes(head) if head is not None else b""
-    is_summary = bool(summary) or head.startswith(SUMMARY_PREFIXES)
-    return {
-        "id": mid, "session_id": sid, "role": role, "tool_call_id": call_id, "tool_calls": calls,
-        "pmid": pmid, "timestamp": ts, "ts_type": ts_type, "summary": is_summary,
-        "observed": bool(observed), "key": _row_key(role, call_id, calls, length, head),
-    }
+    return WalkRow(mid, sid, role, call_id, calls, pmid, ts, ts_type,
+                   bool(summary) or head.startswith(SUMMARY_PREFIXES), bool(observed),
+                   _row_key(role, call_id, calls, length, head))
 
 
 def iter_active_rows(ctx: CheckContext):
-    """Active rows as dicts, ordered by (session_id, id), fetched in chunks.
+    """Active rows as :class:`WalkRow` tuples, ordered by (session_id, id), fetched in chunks.
 
     A chunk never resumes inside a session: keyset chunks through one
     300,000-row session cost quadratic time (docs/benchmarks.md). Without an index
@@ -256,7 +270,7 @@ def iter_active_rows(ctx: CheckContext):
     base += where
     if ctx.session_id is not None:
         for row in ctx.conn.execute(base + " ORDER BY id", params):
-            yield _as_dict(row)
+            yield _as_row(row)
         return
     after: str | None = None  # resume after this session (its rows are all out)
     nulls_done = False  # rows with a NULL session_id (damaged stores only) sort first
@@ -269,7 +283,7 @@ def iter_active_rows(ctx: CheckContext):
             sql, args = base + " ORDER BY session_id, id LIMIT ?", (*params, CHUNK)
         rows = ctx.conn.execute(sql, args).fetchall()
         for row in rows:
-            yield _as_dict(row)
+            yield _as_row(row)
         if len(rows) < CHUNK:
             return
         sid, last = rows[-1][1], rows[-1][0]
@@ -280,7 +294,7 @@ def iter_active_rows(ctx: CheckContext):
         else:
             tail, tail_args = base + " AND session_id = ? AND id > ? ORDER BY id", (*params, sid, last)
         for row in ctx.conn.execute(tail, tail_args):
-            yield _as_dict(row)
+            yield _as_row(row)
         if sid is None:
             nulls_done = True
         else:
@@ -293,10 +307,10 @@ def walk(ctx: CheckContext) -> dict[str, SessionWalk]:
     found: dict[str, SessionWalk] = {}
     walker: _Walker | None = None
     for row in iter_active_rows(ctx):
-        if walker is None or walker.out.session_id != row["session_id"]:
+        if walker is None or walker.out.session_id != row[1]:
             if walker is not None:
                 _keep(found, walker.finish())
-            walker = _Walker(row["session_id"], ctx.now)
+            walker = _Walker(row[1], ctx.now)
         walker.feed(row)
     if walker is not None:
         _keep(found, walker.finish())

@@ -30,11 +30,11 @@ def test_walk_yields_every_active_row_once_in_order(store, monkeypatch, profile,
     s = store(profile)
     with s.read() as conn:
         ctx = _ctx(s, conn)
-        got = [(r["session_id"], r["id"]) for r in walk.iter_active_rows(ctx)]
+        got = [(r.session_id, r.id) for r in walk.iter_active_rows(ctx)]
         assert got == _expected(ctx)
         long_session = ids(profile)["long"]
         scoped = _ctx(s, conn, long_session)
-        got = [(r["session_id"], r["id"]) for r in walk.iter_active_rows(scoped)]
+        got = [(r.session_id, r.id) for r in walk.iter_active_rows(scoped)]
         assert got == _expected(scoped, long_session) and len(got) == 60
 
 
@@ -102,6 +102,6 @@ def test_rows_without_a_session_id_do_not_loop_the_walk(store, monkeypatch):
     with s.read() as conn:
         ctx = _ctx(s, conn)
         expected = _expected(ctx)
-        got = [(r["session_id"], r["id"]) for r in itertools.islice(walk.iter_active_rows(ctx), len(expected) + 10)]
+        got = [(r.session_id, r.id) for r in itertools.islice(walk.iter_active_rows(ctx), len(expected) + 10)]
     assert sum(1 for sid, _ in expected if sid is None) == 5
     assert got == expected
