@@ -31,3 +31,19 @@ def test_many_shallow_containers_are_not_deep():
     text = json.dumps([[{"a": [1]}] for _ in range(200)])
     assert len(decode(text, max_depth=4)) == 200
     assert decode(text, max_depth=3).kind == "depth"
+
+
+def test_the_configured_limits_follow_a_change_of_settings():
+    """The limits are read from settings once, and again when either setting changes
+    (``override_settings``): a decode after the change applies the new limit, and
+    the old one once the override ends."""
+    from django.test import override_settings
+
+    text = nested(3)
+    assert not isinstance(decode(text), Undecodable)  # the default depth (64), now remembered
+    with override_settings(HERMES_JSON_MAX_DEPTH=2):
+        assert decode(text).kind == "depth"
+        with override_settings(HERMES_JSON_MAX_BYTES=4):
+            assert decode(text).kind == "size"
+        assert decode(text).kind == "depth"
+    assert not isinstance(decode(text), Undecodable)
