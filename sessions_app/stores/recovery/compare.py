@@ -73,12 +73,10 @@ def store_messages(conn: sqlite3.Connection, caps, session_id: str, *, keyed: bo
         cur = conn.execute(
             f"SELECT id, CAST(role AS BLOB), CAST(tool_name AS BLOB), {visible}, timestamp "
             "FROM messages WHERE session_id = ? ORDER BY id", (session_id,))
-        out = []
-        for mid, role, name, vis, ts in cur:
-            role, name = (v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in (role, name))
-            ts = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
-            out.append(StoreMessage(mid, role, None, name, bool(vis), ts))
-        return out
+        return [StoreMessage(mid, role.decode("utf-8", "replace") if type(role) is bytes else role, None,
+                             name.decode("utf-8", "replace") if type(name) is bytes else name, bool(vis),
+                             float(ts) if type(ts) in (int, float) else None)
+                for mid, role, name, vis, ts in cur]
     # Text read as bytes and decoded leniently: one row of invalid UTF-8 (salvaged
     # pages, other writers) must not stop the analysis of the whole session.
     cur = conn.execute(
