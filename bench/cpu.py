@@ -46,6 +46,54 @@ def _cpu(client, path: str, repeat: int) -> tuple[float, float]:
     return statistics.median(cpu) * 1000, statistics.median(wall) * 1000
 
 
+def _counts(client, path: str) -> str:
+    """Statements (every connection's trace callback, Django's and plain ones),
+    connections opened (``sqlite3.connect``) and ``stat``/``lstat`` calls of one view
+    of ``path`` (after one warm-up view), as text."""
+    import sqlite3
+    import sqlite3.dbapi2
+
+    client.get(path)
+    counts = {"statements": 0, "connections": 0, "stats": 0}
+    connect, stat, lstat = sqlite3.connect, os.stat, os.lstat
+
+    def counting_connect(*args, **kwargs):
+        conn = connect(*args, **kwargs)
+        counts["connections"] += 1
+        conn.set_trace_callback(trace)
+        return conn
+
+    def counting(real):
+        def call(*args, **kwargs):
+            counts["stats"] += 1
+            if os.environ.get("BENCH_SQL_SHOW"):
+                print("   STAT", args[0])
+            return real(*args, **kwargs)
+        return call
+
+    from django.db import connections
+
+    def trace(sql):
+        counts["statements"] += 1
+        if os.environ.get("BENCH_SQL_SHOW"):
+            print("   SQL", sql[:160].replace("\n", " "))
+
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None:
+            conn.connection.set_trace_callback(trace)
+    sqlite3.connect = sqlite3.dbapi2.connect = counting_connect
+    os.stat, os.lstat = counting(stat), counting(lstat)
+    try:
+        client.get(path)
+    finally:
+        sqlite3.connect = sqlite3.dbapi2.connect = connect
+        os.stat, os.lstat = stat, lstat
+        for conn in connections.all(initialized_only=True):
+            if conn.connection is not None:
+                conn.connection.set_trace_callback(None)
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, required=True)
@@ -54,6 +102,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--cprofile", type=int, default=0, metavar="N")
     parser.add_argument("--masked", action="store_true", help="HERMES_ADMIN_MASK_SECRETS=1")
+    parser.add_argument("--sql", action="store_true",
+                        help="also count per view of the product: SQL statements, connections opened, stat calls")
     args = parser.parse_args(argv)
 
     from bench import run as bench_run
@@ -85,6 +135,8 @@ def main(argv=None) -> int:
         ratio = f"{app_ms / floor_ms:.2f}x" if floor_ms else "-"
         wall = f"  (wall {app_wall:.2f} / {floor_wall:.2f} ms)" if floor_wall else f"  (wall {app_wall:.2f} ms)"
         print(f"{name:24} app {app_ms:7.2f} ms  floor {floor_ms or 0:7.2f} ms  {ratio}{wall}", flush=True)
+        if args.sql:
+            print(f"{'':24} per view: {_counts(client, spec['app'])}", flush=True)
         if args.cprofile:
             prof = cProfile.Profile()
             prof.enable()
@@ -92,7 +144,7 @@ def main(argv=None) -> int:
                 client.get(spec["app"])
             prof.disable()
             out = io.StringIO()
-            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(args.cprofile)
+            pstats.Stats(prof, stream=out).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(args.cprofile)
             print(out.getvalue())
     return 0
 
