@@ -60,32 +60,31 @@ def decode_content(raw) -> tuple[str, object | None]:
     ``text`` is the plain text to show: the content itself, or the text parts of
     structured content joined by blank lines.
     """
-    if raw is None:
-        return "", None
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", "replace")
-    if not isinstance(raw, str):
-        return str(raw), None
-    if not raw.startswith(JSON_PREFIX):
-        return raw, None
-    value = decode(raw[len(JSON_PREFIX):])
-    if isinstance(value, Undecodable):
-        return raw[len(JSON_PREFIX):], None
-    return structured_text(value), value
+    return _content_parts(raw)[:2]
 
 
 def content_problem(raw, cut: bool = False) -> Undecodable | None:
     """Why structured (``\\x00json:``) content cannot be decoded, or None (plain
     text, or decodable). A page copy cut at TEXT_LIMIT (``cut``) is expected not
     to parse, so only its depth is judged then."""
+    return _content_parts(raw, cut)[2]
+
+
+def _content_parts(raw, cut: bool = False) -> tuple[str, object | None, Undecodable | None]:
+    """``(text, structured, problem)``: :func:`decode_content` and
+    :func:`content_problem` from one decode of the JSON (a page row needs both)."""
+    if raw is None:
+        return "", None, None
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
-    if not isinstance(raw, str) or not raw.startswith(JSON_PREFIX):
-        return None
+    if not isinstance(raw, str):
+        return str(raw), None, None
+    if not raw.startswith(JSON_PREFIX):
+        return raw, None, None
     value = decode(raw[len(JSON_PREFIX):])
-    if not isinstance(value, Undecodable) or (cut and value.kind == "syntax"):
-        return None
-    return value
+    if isinstance(value, Undecodable):
+        return raw[len(JSON_PREFIX):], None, None if cut and value.kind == "syntax" else value
+    return structured_text(value), value, None
 
 
 # C0 controls but tab, newline and carriage return; DEL; C1 controls. Shown as
@@ -156,20 +155,32 @@ def tool_call_entries(raw) -> list[dict]:
     """The entries of a ``tool_calls`` value that are objects; undecodable JSON
     (:mod:`.jsondecode`: broken, too large, too deep), or JSON that is not a list,
     reads as ``[]`` (as upstream does for what it cannot parse)."""
-    if not raw or not isinstance(raw, (str, bytes)):
-        return []
-    value = decode(raw)
-    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+    return _entries(raw, _decoded_calls(raw))
 
 
 def tool_calls_problem(raw) -> Undecodable | None:
     """Why a stored ``tool_calls`` value cannot be read as a list of calls, or None
     (empty, or a list). Shown on the session page in place of the calls."""
+    return _calls_problem(raw, _decoded_calls(raw))
+
+
+def _decoded_calls(raw):
+    """``raw`` decoded (:func:`.jsondecode.decode`) when it is non-empty text or bytes,
+    else None: the one decode :func:`_entries` and :func:`_calls_problem` share."""
+    return decode(raw) if raw and isinstance(raw, (str, bytes)) else None
+
+
+def _entries(raw, value) -> list[dict]:
+    if not raw or not isinstance(raw, (str, bytes)):
+        return []
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def _calls_problem(raw, value) -> Undecodable | None:
     if raw in (None, "", b""):
         return None
     if not isinstance(raw, (str, bytes)):
         return Undecodable("syntax", f"a {type(raw).__name__} ({str(raw)[:40]}), not a JSON list of tool calls")
-    value = decode(raw)
     if isinstance(value, Undecodable):
         return value
     if value in (None, [], {}):
@@ -187,8 +198,12 @@ def call_ids(entry: dict) -> list[str]:
 def parse_tool_calls(raw) -> list[dict]:
     """Tool calls as ``[{"id", "ids", "name", "arguments"}]`` (:func:`tool_call_entries`);
     ``id`` is the first of :func:`call_ids`."""
+    return _calls_of(tool_call_entries(raw))
+
+
+def _calls_of(entries: list[dict]) -> list[dict]:
     calls = []
-    for entry in tool_call_entries(raw):
+    for entry in entries:
         fn = entry.get("function") if isinstance(entry.get("function"), dict) else {}
         args = fn.get("arguments", entry.get("arguments", ""))
         if not isinstance(args, str):
@@ -359,26 +374,29 @@ class Transcript:
         for name, value in row.items():
             if name != "content" and name != "tool_calls":
                 row[name] = visible_text(value)
-        text, structured = decode_content(row.get("content"))
-        msg = Message(row=row, text=visible_text(text), structured=structured,
-                      content_length=row.get("content_length") or 0)
-        problem = content_problem(row.get("content"), cut=msg.truncated)
+        length = row.get("content_length") or 0
+        # Content and tool calls are each decoded once for what is shown and its marker.
+        text, structured, problem = _content_parts(row.get("content"), cut=length > TEXT_LIMIT)
+        msg = Message(row=row, text=visible_text(text), structured=structured, content_length=length)
         if problem is not None:
             msg.undecodable.append(("content", problem.marker))
         calls = row.get("tool_calls")
         calls_length = row.pop("tool_calls_length", None)
+        decoded = None
         if calls is None and calls_length:
             # Cut in SQLite (see _select): a value this large never reaches Python.
             msg.undecodable.append(("tool_calls", Undecodable(
                 "size", f"{calls_length:,} bytes of JSON, past the {limits()[0]:,}-byte limit "
                         "(HERMES_ADMIN_JSON_MAX_BYTES)", calls_length).marker))
         elif row.get("role") == "assistant" or calls not in (None, "", b""):
-            problem = tool_calls_problem(calls)
+            decoded = _decoded_calls(calls)
+            problem = _calls_problem(calls, decoded)
             if problem is not None:
                 msg.undecodable.append(("tool_calls", problem.marker))
         if row.get("role") == "assistant":
+            # ``decoded`` is set unless the value stayed in SQLite (no entries then).
             msg.tool_calls = [{**call, "name": visible_text(call["name"]), "arguments": visible_text(call["arguments"])}
-                              for call in parse_tool_calls(calls)]
+                              for call in _calls_of(_entries(calls, decoded))]
         return msg
 
     def _pair_tools(self, messages: list[Message]) -> None:
