@@ -135,7 +135,8 @@ def reachable_others(others: list, report: StoreReport, codes: list[str]) -> lis
 
 
 def run_store_checks(store, *, only: Iterable[str] | None = None, other_stores: Iterable = (),
-                     session_id: str | None = None, now: float | None = None, conn=None) -> StoreReport:
+                     session_id: str | None = None, now: float | None = None, conn=None,
+                     liveness: LiveIndex | None = None) -> StoreReport:
     """Run the catalog (or the codes in ``only``) over ``store``.
 
     ``other_stores``: the other profiles' stores (``id_collision``).
@@ -143,13 +144,17 @@ def run_store_checks(store, *, only: Iterable[str] | None = None, other_stores: 
     checks and ``quick_check`` are skipped). ``now``: epoch seconds (default: now).
     ``conn``: an open connection of ``store.read()`` to run on (a session page's
     own, which has read the store: the file checks before opening ran for it).
+    ``liveness``: with ``session_id`` and ``conn``, that session's index as
+    ``stores.liveness.index_for`` reads it (``cached_routing=True``, the
+    thresholds' idle time) on ``conn`` at ``now``, already read by the caller
+    (``liveness.page_indexes``); None reads it here.
     Raises ValueError only for unknown codes in ``only``.
     """
     checks = select(only)
     now = time.time() if now is None else float(now)
     report = StoreReport(profile=store.key, path=str(store.path))
     if conn is not None:
-        return _on_connection(store, conn, report, checks, list(other_stores), session_id, now)
+        return _on_connection(store, conn, report, checks, list(other_stores), session_id, now, liveness)
     problem = store.preflight()
     if problem is not None:
         report.status, report.error = problem.status, problem.reason
@@ -165,14 +170,15 @@ def run_store_checks(store, *, only: Iterable[str] | None = None, other_stores: 
     return report
 
 
-def _on_connection(store, conn, report: StoreReport, checks, other_stores, session_id, now) -> StoreReport:
+def _on_connection(store, conn, report: StoreReport, checks, other_stores, session_id, now,
+                   liveness=None) -> StoreReport:
     """:func:`run_store_checks` on ``conn``, its text read as a connection of its own
     reads it (a page's lenient one reads invalid UTF-8 as U+FFFD, which the checks
     must meet as SQLite's error); its text reading is restored after."""
     shown = conn.text_factory
     conn.text_factory = str
     try:
-        _run(store, conn, report, checks, other_stores, session_id, now)
+        _run(store, conn, report, checks, other_stores, session_id, now, liveness)
     except sqlite3.Error as exc:
         _fail(report, exc)
     finally:
@@ -180,7 +186,7 @@ def _on_connection(store, conn, report: StoreReport, checks, other_stores, sessi
     return report
 
 
-def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now) -> None:
+def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now, given=None) -> None:
     caps = _capabilities(store, conn, report)
     report.schema_version = caps.schema_version
     missing = caps.missing_required()
@@ -193,7 +199,9 @@ def _run(store, conn, report: StoreReport, checks, other_stores, session_id, now
     if other_stores and any(c.reads_other_stores for c in checks):
         other_stores = reachable_others(other_stores, report, [c.code for c in checks if c.reads_other_stores])
     try:
-        if session_id is None:
+        if session_id is not None and given is not None:
+            liveness = given
+        elif session_id is None:
             liveness = live_sessions(store, conn, caps, now, thresholds.idle_seconds)
         else:
             # A session's own checks (its page, a repair preview): routes as of the

@@ -149,14 +149,17 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         # Rows counted up to COUNT_CAP + 1 (the page already counted them).
         counted = page.total + page.total_capped if page is not None else transcript.count()
         usage = usage_rows(conn, caps, session_id)
-        box = _liveness(store, conn, caps, session_id) if session else LivenessBox()
+        now = time.time()
+        checks_index, shown_index = _indexes(store, conn, caps, session_id, now) if session else (None, None)
+        box = _liveness(store, conn, caps, session_id, now, shown_index) if session else LivenessBox()
         flags = flags_box(store, session_id, session, conn)  # on this connection, not one of its own
         # A rename or flag write refuses any session not judged not-live (ground rule 6,
         # actions.guarded.refuse_live): the box offers no control that would only refuse.
         flags["refused"] = FLAG_REFUSED.get(box.verdict, "")
         stored = counted > LIVE_CHECK_ROWS and not recheck
         # The session's own checks on this connection (its text read strictly for them).
-        checked = None if stored else run_store_checks(store, session_id=session_id, conn=conn).findings
+        checked = None if stored else run_store_checks(store, session_id=session_id, conn=conn, now=now,
+                                                       liveness=checks_index).findings
     health = latest([store.key])[store.key]
     findings = [Finding(**f) for f in health.findings_of(session_id)] if stored else checked
     if masker:
@@ -215,10 +218,27 @@ def raw_message(store, session_id: str, message_id: int, field: str, *, user) ->
     return masker_for(user)(row.get(field) or "")
 
 
-def _liveness(store, conn, caps, session_id: str) -> LivenessBox:
+def _indexes(store, conn, caps, session_id: str, now: float) -> tuple:
+    """``(the checks' index, the box's index)`` of the session, read once
+    (``liveness.page_indexes``) with the strict text reading a check's own
+    connection has; ``(None, None)`` when that read fails, and then the box and the
+    checks each read theirs as before (a lenient box, an error the checks report)."""
+    lenient, conn.text_factory = conn.text_factory, str
     try:
-        found = live_mod.evidence_for(store, conn, caps, session_id, time.time(), closed_counts=False,
-                                      cached_routing=True)
+        return live_mod.page_indexes(store, conn, caps, session_id, now, cached_routing=True)
+    except sqlite3.Error:
+        return None, None
+    finally:
+        conn.text_factory = lenient
+
+
+def _liveness(store, conn, caps, session_id: str, now: float, index=None) -> LivenessBox:
+    try:
+        if index is not None:
+            found = live_mod.Liveness(live_mod.verdict_of(index.evidence(session_id)), index.evidence(session_id))
+        else:
+            found = live_mod.evidence_for(store, conn, caps, session_id, now, closed_counts=False,
+                                          cached_routing=True)
     except sqlite3.Error as exc:
         return LivenessBox(error=f"liveness could not be read: {exc}")
     # The session page judges the session's own evidence; children a deletion would

@@ -394,12 +394,19 @@ def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, on
     not evidence; the writer declared it finished, and a surface that still has
     it open shows up in the registry instead.
     """
+    newest = _newest_activity(conn, caps, now, idle, only)
+    _add_activity(index, newest if closed_counts else _drop_closed(conn, newest), now, idle)
+
+
+def _newest_activity(conn, caps, now: float, idle: float, only=None) -> dict[str, float]:
+    """Session id -> its newest activity stamp within ``idle`` seconds (and at most
+    FUTURE_SLACK_SECONDS ahead), for :func:`_activity_evidence`."""
     low, high = now - idle, now + FUTURE_SLACK_SECONDS
     where_m, where_s, params = "", "", ()
     wanted = _wanted(only)
     if wanted is not None:
         if not wanted:
-            return
+            return {}
         marks = ",".join("?" * len(wanted))  # a session or a list page's: index seeks only
         where_m, where_s, params = f" AND session_id IN ({marks})", f" AND id IN ({marks})", tuple(sorted(wanted))
     newest: dict[str, float] = {}
@@ -413,14 +420,24 @@ def _activity_evidence(conn, caps, now: float, idle: float, index: LiveIndex, on
     for sid, ts in conn.execute(
         f"SELECT id, {expr} FROM sessions WHERE {expr} > ? AND {expr} <= ?{where_s}", (low, high, *params)):
         newest[sid] = max(newest.get(sid, 0.0), float(ts))
-    if not closed_counts and newest:
-        ids = list(newest)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for sid, ended in conn.execute(
-                    f"SELECT id, ended_at FROM sessions WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                if is_number(ended) and float(ended) >= newest.get(sid, float("inf")):
-                    newest.pop(sid, None)
+    return newest
+
+
+def _drop_closed(conn, newest: dict[str, float]) -> dict[str, float]:
+    """``newest`` without the sessions whose ``ended_at`` is at or after their newest
+    activity (deletion's view, ``closed_counts=False``); a new dict."""
+    newest = dict(newest)
+    ids = list(newest)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for sid, ended in conn.execute(
+                f"SELECT id, ended_at FROM sessions WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            if is_number(ended) and float(ended) >= newest.get(sid, float("inf")):
+                newest.pop(sid, None)
+    return newest
+
+
+def _add_activity(index: LiveIndex, newest: dict[str, float], now: float, idle: float) -> None:
     for sid, ts in newest.items():
         age = max(0.0, now - ts)
         index.add(sid, Evidence("activity", f"active {human_duration(age)} ago (idle after {human_duration(idle)})", age))
@@ -546,6 +563,24 @@ def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: s
               cached_routing: bool = False, registry: bool = True) -> LiveIndex:
     """A :class:`LiveIndex` holding only ``session_id``'s evidence (session page;
     ``cached_routing`` and ``registry`` as in :func:`evidence_for`)."""
+    return _indexes_for(store, conn, caps, session_id, now, idle_seconds, (closed_counts,), cached_routing,
+                        registry)[0]
+
+
+def page_indexes(store, conn: sqlite3.Connection, caps: Capabilities, session_id: str, now: float,
+                 idle_seconds: float | None = None, cached_routing: bool = False) -> tuple[LiveIndex, LiveIndex]:
+    """``(index_for(closed_counts=True), index_for(closed_counts=False))`` of one
+    session from one read of its leases, registry, routes and activity: the session
+    page shows deletion's view and runs the session's checks on the other
+    (issue 16: the two reads were the same statements twice). Raises what
+    :func:`index_for` raises."""
+    return tuple(_indexes_for(store, conn, caps, session_id, now, idle_seconds, (True, False), cached_routing, True))
+
+
+def _indexes_for(store, conn, caps, session_id: str, now: float, idle_seconds, views, cached_routing: bool,
+                 registry: bool) -> list[LiveIndex]:
+    """One :class:`LiveIndex` per ``closed_counts`` value in ``views``, the signals
+    read once (Evidence is frozen, so the indexes may share it)."""
     idle = idle_seconds_setting() if idle_seconds is None else float(idle_seconds)
     index = LiveIndex()
     if caps.has_table("session_turn_leases"):
@@ -557,5 +592,11 @@ def index_for(store, conn: sqlite3.Connection, caps: Capabilities, session_id: s
     if registry:
         _registry_evidence(store, now, index, only=session_id)
     _gateway_evidence(conn, caps, now, index, only=session_id, store=store if cached_routing else None)
-    _activity_evidence(conn, caps, now, idle, index, only=session_id, closed_counts=closed_counts)
-    return index
+    newest = _newest_activity(conn, caps, now, idle, only=session_id)
+    out = []
+    for closed_counts in views:
+        view = LiveIndex({sid: list(items) for sid, items in index.items()})
+        view.store_wide = list(index.store_wide)
+        _add_activity(view, newest if closed_counts or not newest else _drop_closed(conn, newest), now, idle)
+        out.append(view)
+    return out
