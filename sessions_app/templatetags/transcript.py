@@ -42,6 +42,25 @@ def _v(value) -> str:
     return conditional_escape(value if isinstance(value, str) else str(value))
 
 
+# Text -> its ``{{ text|slugify }}``: a pure function of the text (Django's slugify
+# normalises and runs two regular expressions), remembered because a page shows a
+# few roles a hundred times; emptied when full.
+_SLUGS: dict = {}
+SLUGS_KEPT = 4096
+
+
+def _slug(value) -> str:
+    """``{{ value|slugify }}`` with autoescaping on."""
+    if type(value) is not str:
+        return _v(slugify(value))
+    shown = _SLUGS.get(value)
+    if shown is None:
+        if len(_SLUGS) >= SLUGS_KEPT:
+            _SLUGS.clear()
+        shown = _SLUGS[value] = _v(slugify(value))
+    return shown
+
+
 def _severity(severity) -> str:
     return f'<span class="sev sev-{_v(severity)}">{_v(severity)}</span>\n'
 
@@ -51,7 +70,7 @@ def _raw_url(store, session_id, message_id) -> str:
 
 
 def _message(m, markers: dict, store, session_id) -> str:
-    out = [f'<article class="msg role-{_v(slugify(m.role))} state-{_v(m.state)}" id="m{_v(m.id)}">\n  <header>\n'
+    out = [f'<article class="msg role-{_slug(m.role)} state-{_v(m.state)}" id="m{_v(m.id)}">\n  <header>\n'
            f'    <a href="#m{_v(m.id)}" class="msg-id">#{_v(m.id)}</a> <strong class="role" dir="auto">{_v(m.role)}'
            f'</strong>\n    <span class="muted">{_v(epoch_utc(m.timestamp))}</span>\n    ']
     if m.state != "active":
@@ -90,7 +109,7 @@ def _message(m, markers: dict, store, session_id) -> str:
                    f'<a href="{_raw_url(store, session_id, m.id)}">Full text</a></p>')
     out.append("\n  ")
     for call in m.tool_calls:
-        out.append(f'\n  <div class="tool-call" id="call-{_v(slugify(call.get("id", "")))}">\n'
+        out.append(f'\n  <div class="tool-call" id="call-{_slug(call.get("id", ""))}">\n'
                    f'    <div><span class="tool-name">⚙ <bdi>{_v(call.get("name", ""))}</bdi></span> '
                    f'<code class="muted" dir="auto">{_v(call.get("id", ""))}</code></div>\n'
                    f'    <details><summary>Arguments</summary><pre dir="auto">{_v(call.get("arguments", ""))}'
