@@ -8,7 +8,8 @@ import psutil
 import pytest
 
 from sessions_app.stores.liveness import (
-    LiveIndex, evidence_for, holder_is_dead, live_sessions, process_matches, registry_path, verdict_of,
+    LiveIndex, evidence_for, holder_is_dead, index_for, live_sessions, page_indexes, process_matches, registry_path,
+    verdict_of,
 )
 from tests.checks.helpers import damage, dead_pid, hermes, hermes_background, newest_timestamp, own_pidns, store_of
 from tests.conftest import IDS, ids
@@ -21,6 +22,10 @@ def verdict(store, session_id, now):
         caps = store.capabilities(conn)
         single = evidence_for(store, conn, caps, session_id, now)
         index = live_sessions(store, conn, caps, now)
+        # the session page's one read gives what the two reads of index_for give
+        for closed_counts, got in zip((True, False), page_indexes(store, conn, caps, session_id, now)):
+            want = index_for(store, conn, caps, session_id, now, closed_counts=closed_counts)
+            assert dict(got) == dict(want) and got.store_wide == want.store_wide
     # the set-based index and the single-session read agree
     assert index.verdict(session_id) == single.verdict
     assert sorted(e.source for e in index.evidence(session_id)) == sorted(e.source for e in single.evidence)
