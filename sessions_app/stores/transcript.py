@@ -283,8 +283,27 @@ class Transcript:
         self.session_id = session_id
         self.visible = "" if include_inactive or "active" not in self.present else " AND (active IS NULL OR active != 0)"
         self.source = "messages"
-        if not has_id_index and self._count_upto(COUNT_CAP + 1, visible=False) > COUNT_CAP:
-            self.source = "messages NOT INDEXED"
+        self._counted = None  # the visible count the first count() returns, when known here
+        if not has_id_index:
+            rows, self._counted = self._both_counts()
+            if rows > COUNT_CAP:
+                self.source = "messages NOT INDEXED"
+
+    def _both_counts(self) -> tuple[int, int | None]:
+        """``(rows, visible)``: every row of the session counted up to COUNT_CAP + 1
+        (whether pages walk the rowid) and, from the same statement, the visible
+        ones as :meth:`count` counts them, or None when that statement cannot tell
+        (more rows than the cap, fewer of them visible than the cap allows)."""
+        if not self.visible:
+            rows = self._count_upto(COUNT_CAP + 1, visible=False)
+            return rows, rows
+        rows, shown = self.conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN active IS NULL OR active != 0 THEN 1 ELSE 0 END), 0) "
+            "FROM (SELECT active FROM messages WHERE session_id = ? LIMIT ?)",
+            (self.session_id, COUNT_CAP + 1)).fetchone()
+        # Within the cap the rows read are all of them; past it, a full cap of
+        # visible rows among them is already what the capped count says.
+        return rows, shown if rows <= COUNT_CAP or shown > COUNT_CAP else None
 
     def _count_upto(self, cap: int, visible: bool = True) -> int:
         where = self.visible if visible else ""
@@ -329,8 +348,10 @@ class Transcript:
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
     def count(self) -> int:
-        """Visible rows, counted up to COUNT_CAP + 1 so a huge session costs no more."""
-        return self._count_upto(COUNT_CAP + 1)
+        """Visible rows, counted up to COUNT_CAP + 1 so a huge session costs no more
+        (the first call: from the constructor's statement when that one could tell)."""
+        counted, self._counted = self._counted, None
+        return counted if counted is not None else self._count_upto(COUNT_CAP + 1)
 
     def page(self, size: int = 100, after: int | None = None, before: int | None = None, at: int | None = None) -> TranscriptPage:
         """A page of ``size`` rows: from the start, after/before an id, or starting at
