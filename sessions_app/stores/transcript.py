@@ -98,7 +98,12 @@ def visible_text(value):
     """``value`` with control characters (:data:`CONTROL_RE`) as U+FFFD; non-strings
     as they are. Invalid UTF-8 is already U+FFFD by then (``_text``, or a lenient
     connection)."""
-    return CONTROL_RE.sub(REPLACEMENT, value) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    # Every character CONTROL_RE matches is a control (Unicode Cc), which
+    # isprintable() refuses: a printable value has nothing to replace (most short
+    # columns of a row; a text with a newline takes the expression).
+    return value if value.isprintable() else CONTROL_RE.sub(REPLACEMENT, value)
 
 
 def _text_damage(*values) -> int:

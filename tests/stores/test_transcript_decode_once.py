@@ -44,3 +44,12 @@ def test_page_row_matches_the_single_value_readers():
         expected = [{**c, "name": visible_text(c["name"]), "arguments": visible_text(c["arguments"])}
                     for c in parse_tool_calls(calls)] if role == "assistant" else []
         assert msg.tool_calls == expected
+
+
+def test_visible_text_replaces_the_same_characters_as_the_expression():
+    from sessions_app.stores.transcript import CONTROL_RE, REPLACEMENT
+
+    for start in range(0, 0x110000, 256):
+        chars = [chr(c) for c in range(start, min(start + 256, 0x110000))]
+        for text in ["".join(chars), *chars]:
+            assert visible_text(text) == CONTROL_RE.sub(REPLACEMENT, text)
