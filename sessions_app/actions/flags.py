@@ -115,30 +115,33 @@ class FlagState:
 
 
 
-def flags_box(store: Store, session_id: str, session, conn: sqlite3.Connection | None = None) -> dict:
+def flags_box(store: Store, session_id: str, session, conn: sqlite3.Connection | None = None, caps=None) -> dict:
     """What the session page's flags box shows, computed before rendering:
-    ``{"state": FlagState | None, "error": str, "title_digest": str}`` (``conn``: see
-    :func:`flag_state`; ``title_digest``: :func:`title_digest` of the title shown)."""
+    ``{"state": FlagState | None, "error": str, "title_digest": str}`` (``conn``,
+    ``caps``: see :func:`flag_state`; ``title_digest``: :func:`title_digest` of the
+    title shown)."""
     if not session:
         return {"state": None, "error": ""}
     try:
-        state = flag_state(store, session_id, conn)
+        state = flag_state(store, session_id, conn, caps)
         return {"state": state, "error": "",
                 "title_digest": title_digest(store.key, session_id, state.title) if state else ""}
     except sqlite3.Error as exc:
         return {"state": None, "error": f"flags could not be read: {exc}"}
 
 
-def flag_state(store: Store, session_id: str, conn: sqlite3.Connection | None = None) -> FlagState | None:
+def flag_state(store: Store, session_id: str, conn: sqlite3.Connection | None = None,
+               caps=None) -> FlagState | None:
     """The flags of ``session_id`` (read-only), or None when it has no row. ``conn``:
     a read-only connection to ``store`` already open (the session page's), read
-    with strict UTF-8 as a connection of this function's own would be."""
+    with strict UTF-8 as a connection of this function's own would be; ``caps``:
+    the capabilities the page read on it (else read here)."""
     if conn is None:
         with store.read() as own:
             return flag_state(store, session_id, own)
     lenient, conn.text_factory = conn.text_factory, str
     try:
-        caps = store.capabilities(conn)
+        caps = store.capabilities(conn) if caps is None else caps
         cols = [c for c in FLAGS + ("title",) if caps.has("sessions", c)]
         row = conn.execute(f"SELECT {', '.join(['id'] + cols)} FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:

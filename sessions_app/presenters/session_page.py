@@ -5,8 +5,9 @@ What each part comes from:
 
 - the row, system prompt and usage: ``stores.session_info``; lineage:
   ``stores.lineage``; the transcript page: ``stores.transcript`` (ground rule 10);
-- liveness: ``stores.liveness.evidence_for`` on the same connection (deletion's
-  view of it, ``closed_counts=False``: the box sits beside the delete buttons);
+- liveness: ``stores.liveness.page_indexes`` on the same connection, once for the
+  box (deletion's view of it, ``closed_counts=False``: the box sits beside the
+  delete buttons) and the session's own checks (``closed_counts=True``);
 - findings: the session's own checks, live, unless the session holds more than
   :data:`LIVE_CHECK_ROWS` rows (its checks read every row: seconds for 300,000), in
   which case the latest stored pass's findings are shown with that pass's time;
@@ -152,7 +153,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         now = time.time()
         checks_index, shown_index = _indexes(store, conn, caps, session_id, now) if session else (None, None)
         box = _liveness(store, conn, caps, session_id, now, shown_index) if session else LivenessBox()
-        flags = flags_box(store, session_id, session, conn)  # on this connection, not one of its own
+        flags = flags_box(store, session_id, session, conn, caps)  # on this connection, not one of its own
         # A rename or flag write refuses any session not judged not-live (ground rule 6,
         # actions.guarded.refuse_live): the box offers no control that would only refuse.
         flags["refused"] = FLAG_REFUSED.get(box.verdict, "")
