@@ -133,7 +133,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         caps = store.capabilities(conn)
         session = session_row(conn, caps, session_id)
         transcript = transcript_for(conn, caps, session_id, include_inactive)
-        lineage = Lineage(conn, caps.columns("sessions"))
+        lineage = Lineage(conn, caps.columns("sessions"), known=session)
         if session is None and not transcript.page(size=1).messages:
             # Messages may outlive their session row (FK orphans): shown, marked.
             raise NotFound("No such session in this profile")

@@ -79,10 +79,16 @@ class Lineage:
     NULL so old schemas work (ground rule 8).
     """
 
-    def __init__(self, conn: sqlite3.Connection, present: Iterable[str]):
+    def __init__(self, conn: sqlite3.Connection, present: Iterable[str], known: dict | None = None):
+        """``known``: a ``sessions`` row (``{column: value}``, the store's columns) the
+        caller read on ``conn`` moments ago (the session page's own row): :meth:`get`
+        of its id answers from it instead of reading it again."""
         self.conn = conn
         self.present = set(present)
         self.cols = _select(LINEAGE_COLUMNS, self.present)
+        self._known = {}
+        if known is not None and known.get("id") is not None:
+            self._known[known["id"]] = {c: known.get(c) if c in self.present else None for c in LINEAGE_COLUMNS}
 
     def _rows(self, where: str, params: tuple) -> list[dict]:
         cur = self.conn.execute(f"SELECT {self.cols} FROM sessions WHERE {where}", params)
@@ -90,6 +96,8 @@ class Lineage:
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
     def get(self, session_id: str) -> dict | None:
+        if session_id in self._known:
+            return dict(self._known[session_id])  # a copy: callers add to and mask the rows they get
         rows = self._rows("id = ?", (session_id,))
         return rows[0] if rows else None
 
