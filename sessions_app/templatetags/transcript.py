@@ -70,28 +70,32 @@ def _raw_url(store, session_id, message_id) -> str:
 
 
 def _message(m, markers: dict, store, session_id) -> str:
-    out = [f'<article class="msg role-{_slug(m.role)} state-{_v(m.state)}" id="m{_v(m.id)}">\n  <header>\n'
-           f'    <a href="#m{_v(m.id)}" class="msg-id">#{_v(m.id)}</a> <strong class="role" dir="auto">{_v(m.role)}'
-           f'</strong>\n    <span class="muted">{_v(epoch_utc(m.timestamp))}</span>\n    ']
-    if m.state != "active":
-        out.append(f'<span class="badge badge-{_v(m.state)}">{_v(m.state)}</span>')
+    # The row's columns read from its dict once (``Message.__getattr__`` reaches them
+    # only after a failed attribute lookup), the state property once.
+    row = m.row
+    mid, role, state = row["id"], row["role"], m.state
+    out = [f'<article class="msg role-{_slug(role)} state-{_v(state)}" id="m{_v(mid)}">\n  <header>\n'
+           f'    <a href="#m{_v(mid)}" class="msg-id">#{_v(mid)}</a> <strong class="role" dir="auto">{_v(role)}'
+           f'</strong>\n    <span class="muted">{_v(epoch_utc(row["timestamp"]))}</span>\n    ']
+    if state != "active":
+        out.append(f'<span class="badge badge-{_v(state)}">{_v(state)}</span>')
     out.append("\n    ")
     if m.compressed_summary:
         out.append('<span class="badge">compaction summary</span>')
     out.append("\n    ")
-    if m.finish_reason:
-        out.append(f'<span class="muted">finish: <bdi>{_v(m.finish_reason)}</bdi></span>')
+    if row["finish_reason"]:
+        out.append(f'<span class="muted">finish: <bdi>{_v(row["finish_reason"])}</bdi></span>')
     out.append("\n    ")
-    if m.platform_message_id:
-        out.append(f'<span class="muted">platform id <bdi>{_v(m.platform_message_id)}</bdi></span>')
+    if row["platform_message_id"]:
+        out.append(f'<span class="muted">platform id <bdi>{_v(row["platform_message_id"])}</bdi></span>')
     out.append("\n    ")
-    if m.role == "tool":
-        out.append(f'<span class="muted">result of <code dir="auto">{_v(dash(m.tool_call_id))}</code> '
-                   f'(<bdi>{_v(dash(m.tool_name))}</bdi>)</span>')
+    if role == "tool":
+        out.append(f'<span class="muted">result of <code dir="auto">{_v(dash(row["tool_call_id"]))}</code> '
+                   f'(<bdi>{_v(dash(row["tool_name"]))}</bdi>)</span>')
     out.append("\n  </header>\n  ")
-    if m.reasoning or m.reasoning_content:
+    if row["reasoning"] or row["reasoning_content"]:
         out.append('\n  <details class="reasoning"><summary>Reasoning</summary><div class="text" dir="auto">'
-                   f'{_v(m.reasoning) if m.reasoning else _v(m.reasoning_content)}</div></details>\n  ')
+                   f'{_v(row["reasoning"]) if row["reasoning"] else _v(row["reasoning_content"])}</div></details>\n  ')
     out.append("\n  ")
     if m.text:
         out.append(f'<div class="text" dir="auto">{_v(m.text)}</div>')
@@ -106,7 +110,7 @@ def _message(m, markers: dict, store, session_id) -> str:
     out.append("\n  ")
     if m.truncated:
         out.append(f'<p class="muted small">Showing the first 20 KB of {_v(filesizeformat(m.content_length))}. '
-                   f'<a href="{_raw_url(store, session_id, m.id)}">Full text</a></p>')
+                   f'<a href="{_raw_url(store, session_id, mid)}">Full text</a></p>')
     out.append("\n  ")
     for call in m.tool_calls:
         out.append(f'\n  <div class="tool-call" id="call-{_slug(call.get("id", ""))}">\n'
@@ -134,7 +138,7 @@ def _message(m, markers: dict, store, session_id) -> str:
             out.append('\n    <p class="muted small tool-result missing">No result stored for this call.</p>\n    ')
         out.append("\n    \n  </div>\n  ")
     out.append("\n  ")
-    marks = markers.get(m.id) or ()
+    marks = markers.get(mid) or ()
     for f in marks:
         out.append(f'\n  <div class="marker sev-{_v(f.severity)}" data-check="{_v(f.check)}">{_severity(f.severity)} '
                    f'{_v(check_title(f.check))} <code>{_v(f.check)}</code>: <bdi>{_v(f.detail)}</bdi></div>\n  ')
@@ -142,7 +146,7 @@ def _message(m, markers: dict, store, session_id) -> str:
     for f in marks:
         if f.check == "unanswered_turn":
             out.append('\n<div class="missing-reply" data-check="unanswered_turn">No assistant reply was stored '
-                       f'after message #{_v(m.id)}: it should be here.</div>\n')
+                       f'after message #{_v(mid)}: it should be here.</div>\n')
     out.append("\n")
     return "".join(out)
 
