@@ -151,7 +151,8 @@ def _count(store, conn, query: str) -> HitCount:
     index rows (several ms for a common word, the page's largest query), and every
     "older" page of the same search would count them again. A count the query
     budget interrupted is not cached."""
-    key = "hitcount:" + hashlib.sha256(repr((str(store.path), store.signature(), query)).encode()).hexdigest()
+    signature = store.signature()
+    key = "hitcount:" + hashlib.sha256(repr((str(store.path), signature, query)).encode()).hexdigest()
     found = cache.get(key)
     if found is None:
         try:
@@ -160,7 +161,8 @@ def _count(store, conn, query: str) -> HitCount:
             if str(exc) != "interrupted":
                 raise
             return HitCount(unknown=True)  # the hits stand; only their count is missing
-        cache.set(key, found, COUNT_TTL)
+        if store.settled(signature):
+            cache.set(key, found, COUNT_TTL)
     messages, sessions, capped = found
     return HitCount(messages, sessions, capped)
 

@@ -600,7 +600,7 @@ def distinct_sources(stores: list[Store]) -> list[str]:
             sources = hit[1]
         else:
             sources = _sources(store)
-            if sources is not None and settled(part[2] for part in signature if part):
+            if sources is not None and store.settled(signature):
                 _SOURCES[path] = (signature, sources)
         found.update(sources or ())
     return sorted(found)

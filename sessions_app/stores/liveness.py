@@ -350,7 +350,9 @@ def _routing_rows(conn, caps, only, store=None):
         by_sid: dict = {}
         for row in conn.execute(sql):
             by_sid.setdefault(row[1], []).append(tuple(row))
-        found = _routing_cache[key] = (signature, by_sid)
+        found = (signature, by_sid)
+        if store.settled(signature):
+            _routing_cache[key] = found
     if isinstance(only, str):
         return found[1].get(only, [])
     return [row for sid in sorted(set(only)) for row in found[1].get(sid, [])]  # a list page's ids

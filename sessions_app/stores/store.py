@@ -23,6 +23,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from .. import memo
 from . import busy
 from .connection import classify_error, ensure_alias, open_ro
 from .discovery import Profile, store_outside_reason
@@ -224,6 +225,13 @@ class Store:
                 parts.append(())
         return tuple(parts)
 
+    @staticmethod
+    def settled(signature: tuple) -> bool:
+        """Whether an answer read under ``signature`` (:meth:`signature`) may be kept:
+        its files' mtimes are more than ``memo.RACY_SECONDS`` old, so a later write
+        cannot leave the same size and mtime (the racy-clean rule, docs/architecture.md §11)."""
+        return memo.settled(part[2] for part in signature if part)
+
     def changed_at(self) -> float | None:
         """When the store was last written, epoch seconds: the newest mtime of
         ``state.db`` and ``state.db-wal`` (a commit in WAL mode writes the -wal, a
@@ -370,7 +378,8 @@ class Store:
                 setattr(status, name, value)
             return
         self._counts(conn, caps, status)
-        _counts_cache[key] = (signature, tuple(getattr(status, name) for name in COUNTED))
+        if self.settled(signature):
+            _counts_cache[key] = (signature, tuple(getattr(status, name) for name in COUNTED))
 
     def _counts(self, conn: sqlite3.Connection, caps: Capabilities, status: StoreStatus) -> None:
         status.sessions = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]

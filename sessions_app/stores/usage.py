@@ -217,6 +217,6 @@ def store_usage(store: Store, lo: float, hi: float, source: str | None = None) -
     with store.browse() as (conn, caps):  # an SQLite error inside becomes Unavailable too
         result = read_usage(conn, caps, lo, hi, source)
     after = store.signature()
-    if after == before:
+    if after == before and store.settled(after):
         cache.set(cache_key(store, lo, hi, source, after), result.to_cache(), CACHE_TTL)
     return result

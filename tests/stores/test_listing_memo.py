@@ -13,7 +13,7 @@ import pytest
 
 from sessions_app.stores import listing
 from sessions_app.stores.listing import Filters, list_sessions
-from tests.checks.helpers import store_of
+from tests.checks.helpers import files_aged, store_of
 
 pytestmark = pytest.mark.django_db
 
@@ -87,14 +87,6 @@ def test_a_findings_filter_is_keyed_by_its_ids_digest_and_still_follows_them(her
     other = Filters(check="counter_drift", with_findings={"default": noise | {all_ids[1]}})
     assert [r["id"] for r in list_sessions([store], other, limit=10).rows] == [all_ids[1]]
     assert [r["id"] for r in list_sessions([store], filters, limit=10).rows] == [all_ids[0]]
-
-
-def files_aged(store, seconds=10):
-    """Set the store's file times back (``os.utime``: metadata only, no descriptor)."""
-    for path in (store.path, Path(f"{store.path}-wal")):
-        if path.exists():
-            st = path.stat()
-            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - int(seconds * 1e9)))
 
 
 def test_the_started_order_proof_is_taken_again_after_a_write(hermes_home):

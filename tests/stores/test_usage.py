@@ -19,7 +19,7 @@ from django.core.cache import cache
 from sessions_app.stores import registry
 from sessions_app.stores.usage import NAMES, StoreUsage, cache_key, store_usage
 from sessions_app.stores.usage_report import Period, build, week_start
-from tests.checks.helpers import damage, hermes, store_of
+from tests.checks.helpers import damage, files_aged, hermes, store_of
 from tests.conftest import ids
 
 from .lock_holders import holding
@@ -260,6 +260,10 @@ def test_cached_until_the_store_is_written(hermes_home):
     assert (store.path.parent / "state.db-wal").exists()
     key = cache_key(store, 0, 1e12, None)
     assert cache.get(key) is None
+    store_usage(store, 0, 1e12)
+    assert cache.get(key) is None  # files written within the last second: not kept (memo.settled)
+    files_aged(store)
+    key = cache_key(store, 0, 1e12, None)
     first = store_usage(store, 0, 1e12)
     assert StoreUsage.from_cache(cache.get(key)) == first  # kept as plain tuples, the same figures
     cache.set(key, StoreUsage(undated=12345).to_cache())  # what a read would not return
