@@ -92,7 +92,7 @@ def event_list(request):
     params.pop("before", None)
     return render(request, "audit/list.html", {
         "form": form, "events": events, "next_before": events[-1].pk if more and events else None,
-        "query": params.urlencode(), "actions": AuditEvent.objects.order_by().values_list("action", flat=True).distinct(),
+        "query": params.urlencode(), "paged": bool(before), "actions": AuditEvent.objects.order_by().values_list("action", flat=True).distinct(),
         "outcome_words": WRITE_OUTCOME_MEANINGS,
     })
 

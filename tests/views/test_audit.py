@@ -66,6 +66,17 @@ def test_an_empty_trail_says_nothing_was_recorded(admin_client):
     assert "Nothing recorded yet" in html and "No events match" not in html
 
 
+def test_a_page_past_the_oldest_event_says_so_and_links_back(admin_client):
+    """An "Older" link followed after the trail changed (the events before it pruned)
+    says there is nothing older, not that nothing was ever recorded."""
+    only = AuditEvent.objects.create(actor_label="cron", action="recount_session", profile="p", store_path="/",
+                                     outcome="applied", reason="")
+    html = admin_client.get(f"/audit/?before={only.pk}").content.decode()
+    assert "No older events" in html and "Nothing recorded yet" not in html and 'href="?"' in html
+    html = admin_client.get(f"/audit/?profile=p&before={only.pk}").content.decode()
+    assert "No older events match" in html and 'href="?profile=p"' in html
+
+
 def test_event_detail_shows_the_backup_and_plan(admin_client, events):
     event = events.get(action="recreate_session_row")
     html = admin_client.get(f"/audit/{event.pk}/").content.decode().replace("<wbr>", "")  # paths break after "/"
