@@ -101,3 +101,23 @@ def test_a_copy_that_vanished_before_planning_gives_an_error_not_an_insertion(s)
     (s.profile.sessions_dir / f"session_{SID}.json").unlink()
     plan = recovery.plan_recovery(SID, rows, [c])
     assert not plan.insertions and "No such file" in plan.errors[0]
+
+
+def test_messages_lost_before_the_first_row_get_times_after_the_session_start(s):
+    """A snapshot holds the first turns the store lost; they carry no time of their
+    own, and their estimates lie between the session's start and the first row left."""
+    rows, memory = rows_and_memory(s)
+    with s.read() as conn:
+        started = conn.execute("SELECT started_at FROM sessions WHERE id = ?", (SID,)).fetchone()[0]
+    with damage(s) as conn:
+        # The first row kept is stamped a second after the start: counted back one
+        # second a message, the three lost before it would come before the start.
+        conn.execute("UPDATE messages SET timestamp = ? WHERE id = ?", (started + 1, rows[3].id))
+        conn.execute("DELETE FROM messages WHERE id IN (?, ?, ?)", (rows[0].id, rows[1].id, rows[2].id))
+    snapshot(s, memory)
+    with s.read() as conn:
+        analysis = recovery.analyse(s, conn, s.capabilities(conn), SID)
+    head = [i for i in analysis.plan.insertions if i.after_id is None]
+    assert [i.message.index for i in head] == [0, 1, 2]
+    assert all(i.timestamp_estimated and started <= i.timestamp <= started + 1 for i in head)
+    assert [i.timestamp for i in head] == sorted(i.timestamp for i in head)

@@ -38,4 +38,8 @@ def analyse(store, conn, caps, session_id: str, *, others=(), store_copies: bool
     copyset = copies_of(store, session_id, others=others, store_copies=store_copies, files=files)
     keyed = bool(copyset.copies)
     found = rows(keyed) if rows is not None else store_messages(conn, caps, session_id, keyed=keyed)
-    return Analysis(session_id, found, copyset, plan_recovery(session_id, found, copyset.copies))
+    started = None
+    if keyed:  # only a plan with copies estimates times; the start bounds them (plan module docstring)
+        row = conn.execute("SELECT started_at FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        started = row[0] if row else None
+    return Analysis(session_id, found, copyset, plan_recovery(session_id, found, copyset.copies, started_at=started))

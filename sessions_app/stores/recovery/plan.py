@@ -18,8 +18,10 @@ recovered. A copy's messages that differ from rows the store has are reported
 Times: a copy message's own timestamp is kept when it fits between its
 neighbours in the store; otherwise (snapshots and request dumps carry none) it is
 estimated, evenly spaced between the rows before and after it (before the first
-row: counted back from it one second a message; after the last: forward), and
-``timestamp_estimated`` says so.
+row: between the session's start and that row when the start is known and earlier,
+else counted back from it one second a message; after the last: forward), and
+``timestamp_estimated`` says so. Times are shown, never used for order (rows are
+inserted at their position among the ids).
 """
 
 from __future__ import annotations
@@ -129,8 +131,10 @@ def _is_prefix(short: tuple, long: tuple) -> bool:
     return len(short) <= len(long) and long[:len(short)] == short
 
 
-def plan_recovery(session_id: str, rows: list[StoreMessage], copies: list[Copy]) -> RecoveryPlan:
+def plan_recovery(session_id: str, rows: list[StoreMessage], copies: list[Copy],
+                  started_at: float | None = None) -> RecoveryPlan:
     """Compare every copy with ``rows`` and plan the insertions (module docstring).
+    ``started_at``: the session's start (epoch seconds), the earliest estimated time.
     Full messages are read again only for what is inserted; a copy that changed
     or vanished since it was read gives an ``errors`` entry and no insertion."""
     if copies and rows and rows[0].key is None:
@@ -173,6 +177,8 @@ def plan_recovery(session_id: str, rows: list[StoreMessage], copies: list[Copy])
         before = times.get(after_id) if after_id is not None else None
         position = row_ids.index(after_id) + 1 if after_id is not None else 0
         after = next((rows[p].timestamp for p in range(position, len(rows)) if rows[p].timestamp is not None), None)
+        if after_id is None and type(started_at) in (int, float) and (after is None or started_at <= after):
+            before = float(started_at)  # nothing precedes the first row but the session's start
         stamps = _times([messages[i].timestamp for i in idx], before, after, comp.copy.mtime)
         for order, (i, (ts, estimated)) in enumerate(zip(idx, stamps)):
             plan.insertions.append(Insertion(after_id, order, messages[i], comp.copy.provenance, ts, estimated))
