@@ -214,8 +214,16 @@ def list_session_files(sessions_dir, *, store_paths: Iterable, known_ids: Iterab
     identities = store_identities(store_paths)
     resolver = Resolver(known_ids)
     wanted = set(only_ids) if only_ids is not None else None
+    # A file resolves to a session only through a component of that session's id
+    # (Resolver: a known id's component, or the name's own component taken as the id),
+    # and both readings keep the component inside the name. So a name holding none of
+    # the wanted ids' components is no file of theirs: skipped before it is parsed (a
+    # session page's own files among 26,000 snapshots were ~90 ms of parsing).
+    needles = None if wanted is None else {c for sid in wanted for c in components(sid)}
     found = []
     for name in names:
+        if needles is not None and not any(n in name for n in needles):
+            continue
         parts = parse_name(name)
         if parts is None:
             continue

@@ -82,6 +82,29 @@ def test_a_known_id_named_like_a_snapshot_keeps_its_json(tmp_path):
     assert (f.session_id, f.kind) == ("session_abc", "json")
 
 
+def test_one_sessions_files_are_the_full_listings_files_of_that_session(tmp_path):
+    """Listing for given ids skips names before parsing them: it must keep exactly
+    what the full listing gives those ids, for sanitised, raw, look-alike and
+    overlapping ids alike."""
+    ids = ["agent:main:telegram:dm:42", "abc", "abcd", "session_abc", "x" * 120, "ümlaut-ßession", "a.b",
+           "20260301_090000_a1b2c3", "20260301_090000_a1b2c3_2"]
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for sid in [*ids, "unknown_one"]:
+        for comp in sf.components(sid):
+            for name in (f"{comp}.jsonl", f"{comp}.json", f"session_{comp}.json",
+                         f"request_dump_{comp}_20260301_091500_123456.json"):
+                (folder / name).write_text("{}")
+    guard = [tmp_path / "state.db"]
+    everything = sf.list_session_files(folder, store_paths=guard, known_ids=ids)
+    for sid in [*ids, "unknown_one", "session_unknown_one", "nobody"]:
+        expected = [f for f in everything if f.session_id == sid]
+        assert sf.list_session_files(folder, store_paths=guard, known_ids=ids, only_ids=[sid]) == expected, sid
+    assert any(f.session_id == "session_abc" for f in everything)  # the look-alike is a case here
+    assert sf.files_of(folder, "abc", store_paths=guard) == [
+        f for f in sf.list_session_files(folder, store_paths=guard, known_ids=["abc"]) if f.session_id == "abc"]
+
+
 def test_store_files_are_never_listed(hermes_home):
     """A hard link to state.db (and to another profile's -wal) inside sessions/,
     named like a snapshot, a symlink and sidecar names: none is a session file."""
