@@ -368,7 +368,9 @@ class Transcript:
             rows = list(reversed(self._query(where, params, "DESC", size + 1)))
             extra = len(rows) > size
             rows = rows[1:] if extra else rows
-            return self._finish(rows, has_prev=extra, has_next=before >= 0)
+            # Nothing before a non-negative id (``before=0``, or ids below the first):
+            # no page follows either; the page offers the first and the last instead.
+            return self._finish(rows, has_prev=extra, has_next=before >= 0 and bool(rows))
         else:
             rows = self._query("AND id > ?", (after if after is not None else -1,), "ASC", size + 1)
         has_next = len(rows) > size

@@ -55,7 +55,9 @@ def _cursor(request, name, filters):
         sort = str(value[0]) if filters.order in TEXT_ORDERS else float(value[0])
         return (sort, str(value[1]), str(value[2])), max(int(value[3]), 1)
     except (signing.BadSignature, TypeError, ValueError, IndexError):
-        flash.warning(request, "That page link is no longer valid; showing the first page.")
+        if not getattr(request, "_stale_cursor_said", False):  # after= and before= both stale: said once
+            request._stale_cursor_said = True
+            flash.warning(request, "That page link is no longer valid; showing the first page.")
         return None, None
 
 
@@ -143,6 +145,10 @@ def session_list(request):
         "page": page,
         "count_cap": COUNT_CAP,
         "checked": shown.checked,
+        # Every profile asked for failed: say so, rather than "no match" (and the
+        # other way round: readable profiles with no match are not blamed on one that failed).
+        "none_read": bool(page.errors) and len(page.errors) >= len(
+            [s for s in stores if not filters.profiles or s.key in filters.profiles]),
         "base_query": base,
         "order": filters.order,
         "sort_links": _sort_links(request, filters),

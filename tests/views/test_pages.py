@@ -127,6 +127,8 @@ def test_sessions_list_htmx_request_gets_only_the_table(admin_client, hermes_hom
 def test_sessions_list_tampered_cursor_falls_back_to_first_page(admin_client, hermes_home):
     html = text_of(admin_client.get("/sessions/?after=not-a-cursor"))
     assert "no longer valid" in html
+    html = text_of(admin_client.get("/sessions/?after=zzz&before=%27%22"))
+    assert html.count("no longer valid") == 1  # both links stale: said once
 
 
 def test_sessions_list_cursor_of_one_order_is_refused_by_the_other(admin_client, hermes_home):
@@ -200,6 +202,13 @@ def test_transcript_paginates_by_id(admin_client, hermes_home):
     assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(\d+)"', last)] == (ids1 + ids2)[-50:]
     at = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50&at={ids2[0]}"))
     assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(\d+)"', at)] == ids2
+    # Positions holding no message (before the first id, past the last): no link to
+    # "after=None", but the first and last pages.
+    for query in ("before=0", f"at={max(ids2) + 1000}"):
+        empty = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50&{query}"))
+        assert "None" not in re.findall(r'href="([^"]*)"', empty).__repr__(), query
+        assert 'rel="next"' not in empty and "no messages at this position" in empty, query
+        assert 'href="?size=50#transcript">First</a>' in empty and "before=-1#transcript\">Last</a>" in empty, query
 
 
 def test_inactive_rows_are_behind_a_toggle_and_marked(admin_client, hermes_home):

@@ -167,6 +167,10 @@ def test_a_store_skipped_as_corrupt_is_not_counted(admin_client, hermes_home):
     alone = get(admin_client, "/sessions/?profile=bad")
     assert count_line(alone) == "No sessions counted: 1 profile could not be read."
     assert count_line(get(admin_client, "/sessions/?profile=ops")) == f"1–{ops} of {ops} sessions"
+    # Readable profiles with nothing in the dates: no match there, not blamed on the one skipped.
+    empty = get(admin_client, "/sessions/?profile=ops&profile=bad&date_from=9999-12-31")
+    assert count_line(empty) == "0 sessions in the profiles that could be read (1 skipped, not counted)"
+    assert "No sessions match in the profiles that could be read." in empty and "could not be read." not in empty
 
 
 def test_the_empty_row_spans_every_column_with_the_select_column(hermes_home, django_user_model):
