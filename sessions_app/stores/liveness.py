@@ -334,7 +334,8 @@ def _routing_rows(conn, caps, only, store=None):
 
     With ``store`` (pages that show a session's liveness: ``cached_routing``), the
     entries are read once per file state of the store (``Store.signature``, taken
-    before the read, so a write during it makes the next look read again) and
+    before the read, so a write during it makes the next look read again; not kept
+    while the files are less than a second old, ``Store.settled``) and
     looked up by session id: finding one session's entries means parsing every
     ``entry_json`` (no index can hold it), ~10 ms on a store with 5,000 routes,
     twice per session page. The same rows, in the same order, as the filtered query.

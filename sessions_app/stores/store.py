@@ -370,7 +370,8 @@ class Store:
         """:meth:`_counts`, or the counts of the last probe while the store's files
         are unchanged (:meth:`signature`, read after the connection has read the
         schema: a lock is still found by that read, and a store written since, even
-        in its WAL only, has another signature)."""
+        in its WAL only, has another signature). Counts read while the files are
+        less than a second old are not kept (:meth:`settled`)."""
         key, signature = str(self.path), self.signature()
         cached = _counts_cache.get(key)
         if cached is not None and cached[0] == signature:

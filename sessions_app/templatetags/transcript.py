@@ -44,14 +44,16 @@ def _v(value) -> str:
 
 # Text -> its ``{{ text|slugify }}``: a pure function of the text (Django's slugify
 # normalises and runs two regular expressions), remembered because a page shows a
-# few roles a hundred times; emptied when full.
+# few roles a hundred times; emptied when full. Only short texts are kept (roles and
+# call ids are read whole, and a damaged store can hold megabytes in them).
 _SLUGS: dict = {}
 SLUGS_KEPT = 4096
+SLUG_TEXT_KEPT = 200  # characters
 
 
 def _slug(value) -> str:
     """``{{ value|slugify }}`` with autoescaping on."""
-    if type(value) is not str:
+    if type(value) is not str or len(value) > SLUG_TEXT_KEPT:
         return _v(slugify(value))
     shown = _SLUGS.get(value)
     if shown is None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 from django.template import Context, Template
+from django.template.defaultfilters import slugify
 
 from sessions_app.checks import Finding
 from sessions_app.presenters.session_page import message_markers, session_page
@@ -89,3 +90,14 @@ def test_values_are_escaped_as_the_template_escapes_them(settings, grouping):
     for value in [0, 7, -12, 1234567, 2**70, True, False, None, 1.5, 1e20, float("inf"), "<b>&'\"", "", b"x",
                   ["<a>"], {"k": "<v>"}]:
         assert _v(value) == template.render(Context({"value": value})), value
+
+
+def test_the_slug_memo_keeps_short_texts_only():
+    """Roles and call ids are read whole: a damaged store's megabyte role is slugified
+    on each view, never kept between requests."""
+    from sessions_app.templatetags import transcript as rows
+
+    rows._SLUGS.clear()
+    long_role = "tool-" + "a" * 1_000_000
+    assert rows._slug(long_role) == rows._v(slugify(long_role)) and not rows._SLUGS
+    assert rows._slug("assistant") == "assistant" and list(rows._SLUGS) == ["assistant"]
