@@ -53,3 +53,22 @@ def test_visible_text_replaces_the_same_characters_as_the_expression():
         chars = [chr(c) for c in range(start, min(start + 256, 0x110000))]
         for text in ["".join(chars), *chars]:
             assert visible_text(text) == CONTROL_RE.sub(REPLACEMENT, text)
+
+
+def test_page_rows_against_fixed_expectations():
+    """The readers above share their helpers with the page row, so a fault in a helper
+    would pass the comparison: these values are written out."""
+    def shown(content, calls):
+        m = Transcript._message(_row(content, calls, "assistant", 0, None))
+        return m.text, m.structured, m.undecodable, m.tool_calls
+
+    assert shown(P + "[", None) == ("[", None, [(
+        "content", "[undecodable: not JSON (Expecting value: line 1 column 2 (char 1))]")], [])
+    assert shown(P + DEEP, None)[2] == [("content", "[undecodable: nested deeper than 64 levels]")]
+    assert shown(P + '["a", {"type": "text", "text": "t"}]', None) == (
+        "a\n\nt", ["a", {"type": "text", "text": "t"}], [], [])
+    assert shown(None, DEEP)[2:] == ([("tool_calls", "[undecodable: nested deeper than 64 levels]")], [])
+    assert shown(None, '{"a": 1}')[2] == [("tool_calls", "[undecodable: JSON dict, not a list of tool calls]")]
+    assert shown(None, 7)[2] == [("tool_calls", "[undecodable: a int (7), not a JSON list of tool calls]")]
+    assert shown(None, b'[{"id": "c1", "function": {"name": "f", "arguments": "{\\"x\\": 1}"}}]') == (
+        "", None, [], [{"id": "c1", "ids": ["c1"], "name": "f", "arguments": '{\n  "x": 1\n}'}])
