@@ -103,7 +103,7 @@ def test_bad_store_gets_status_error_page_and_stays_untouched(admin_client, herm
     listing = admin_client.get("/sessions/?size=200").content.decode()
     assert "Profile <a href=\"/p/bad/\"><bdi>bad</bdi></a> was skipped" in listing
     # Other profiles keep working.
-    assert " ok " in overview_row(admin_client, "default")
+    assert " readable " in overview_row(admin_client, "default")
     assert f"/p/default/s/{IDS['cli_main']}/" in listing
     assert admin_client.get(f"/p/ops/s/{ids('ops')['cli_main']}/").status_code == 200
     assert sha(db) == before
@@ -121,7 +121,7 @@ def test_newer_than_known_store_still_browses_with_a_warning(admin_client, herme
     db = make_bad(hermes_home, "newer")
     before = sha(db)
     row = overview_row(admin_client, "bad")
-    assert " ok " in row and "newer schema" in row and " 99 " in row
+    assert " readable " in row and "newer schema" in row and " 99 " in row
     page = admin_client.get("/p/bad/").content.decode()
     assert "schema 99 is newer than this dashboard knows" in page
     assert admin_client.get(f"/p/bad/s/{IDS['cli_main']}/").status_code == 200  # a copy of default's store
@@ -149,14 +149,14 @@ def test_locked_store_is_busy_not_an_error(admin_client, hermes_home, settings):
         response = admin_client.get(f"/p/ops/s/{ids('ops')['cli_main']}/")
         assert response.status_code == 503 and response["Retry-After"]
         assert "busy" in response.content.decode()
-        assert " ok " in overview_row(admin_client, "research")
+        assert " readable " in overview_row(admin_client, "research")
     finally:
         holder.stdin.close()
         holder.wait(timeout=10)
     # The overview may show it busy a few seconds more (remembered, docs/store.md,
     # Busy stores); its own page always tries, and a read that goes through ends that.
     assert admin_client.get("/p/ops/").status_code == 200
-    assert " ok " in overview_row(admin_client, "ops")
+    assert " readable " in overview_row(admin_client, "ops")
 
 
 def test_unreadable_permission_is_reported(tmp_path):

@@ -33,7 +33,7 @@ def test_overview_lists_every_profile_with_its_facts(admin_client, hermes_home):
     for name, info in MANIFEST["profiles"].items():
         row = re.search(rf'<tr data-profile="{name}">(.*?)</tr>', html, re.S).group(1)
         cells = visible(row)
-        assert " ok " in cells
+        assert " readable " in cells
         assert f" {info['schema_version']} " in cells
         assert f" {len(info['sessions_by_id'])} " in cells
         assert f" {info['messages']} " in cells
