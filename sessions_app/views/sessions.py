@@ -44,9 +44,13 @@ def _salt(filters) -> str:
     return f"{CURSOR_SALT}:{filters.order}:{'down' if filters.walks_down else 'up'}"
 
 
+STALE = object()  # a page link that no longer verifies (_cursor)
+
+
 def _cursor(request, name, filters):
-    """``((sort, profile key, session id), position)`` of a signed page link, or
-    ``(None, None)``; ``position`` is the 1-based place of that page's first row."""
+    """``((sort, profile key, session id), position)`` of a signed page link,
+    ``(None, None)`` without one, ``(STALE, None)`` for one that no longer verifies;
+    ``position`` is the 1-based place of that page's first row."""
     raw = request.GET.get(name)
     if not raw:
         return None, None
@@ -55,10 +59,7 @@ def _cursor(request, name, filters):
         sort = str(value[0]) if filters.order in TEXT_ORDERS else float(value[0])
         return (sort, str(value[1]), str(value[2])), max(int(value[3]), 1)
     except (signing.BadSignature, TypeError, ValueError, IndexError):
-        if not getattr(request, "_stale_cursor_said", False):  # after= and before= both stale: said once
-            request._stale_cursor_said = True
-            flash.warning(request, "That page link is no longer valid; showing the first page.")
-        return None, None
+        return STALE, None
 
 
 EXPORT_CHUNK = 64 * 1024  # characters per write of a streamed export
@@ -129,6 +130,10 @@ def session_list(request):
     limit = limit if limit in PAGE_SIZES else 50
     after, after_at = _cursor(request, "after", filters)
     before, before_at = _cursor(request, "before", filters)
+    if after is STALE or before is STALE:  # said once, when both links are stale too
+        flash.warning(request, "That page link is no longer valid; showing the first page.")
+        after = None if after is STALE else after
+        before = None if before is STALE else before
     shown = list_page(stores, filters, user=request.user, limit=limit, after=after, before=before)
     page = shown.page
     # Position as carried by the page links (the list may have changed since the first
