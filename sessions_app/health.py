@@ -28,7 +28,7 @@ SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 KEPT_REPORTS = 8  # decoded reports kept per process (the latest passes are what pages ask for)
 
 _lock = threading.Lock()
-_reports: OrderedDict[tuple, dict] = OrderedDict()  # run key -> {"report", "by_session": {profile: ...}}
+_reports: OrderedDict[tuple, dict] = OrderedDict()  # run key -> {"report", "memo": {profile: ...}}
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,15 @@ class Staleness:
 class ProfileHealth:
     """Findings of one profile from the latest pass that covered it (``run`` None: never checked).
 
-    ``entry`` and the lists :meth:`by_session` returns are shared by every page of
-    this process: read them, copy before changing anything. ``stale`` is set by the
-    pages that compare it with the store (:func:`staleness`)."""
+    ``entry`` and the lists :meth:`by_session` and :meth:`of_checks` return are
+    shared by every page of this process: read them, copy before changing anything.
+    ``stale`` is set by the pages that compare it with the store (:func:`staleness`)."""
 
     run: HealRun | None = None
     entry: dict = field(default_factory=dict)
-    _by_session: dict | None = field(default=None, repr=False)
+    # Groupings of ``entry``'s findings, kept per (pass, profile) by _health: a big
+    # home's pass holds 100,000s of findings, and pages ask the same of them per view.
+    _memo: dict = field(default_factory=dict, repr=False)
     stale: Staleness | None = None
 
     @property
@@ -70,9 +72,20 @@ class ProfileHealth:
 
     def by_session(self) -> dict[str, list[dict]]:
         """Findings naming a session, by session id, most severe first."""
-        if self._by_session is None:
-            self._by_session = group_by_session(self.findings)
-        return self._by_session
+        found = self._memo.get("by_session")
+        if found is None:  # two threads may both build it: the same value, one kept
+            found = self._memo["by_session"] = group_by_session(self.findings)
+        return found
+
+    def of_checks(self, codes: tuple[str, ...]) -> list[dict]:
+        """The findings of the checks ``codes`` (a tuple of check codes), in the
+        pass's order (``checks.damage`` asks this of every session page)."""
+        key = ("checks", codes)
+        found = self._memo.get(key)
+        if found is None:
+            wanted = set(codes)
+            found = self._memo[key] = [f for f in self.findings if f.get("check") in wanted]
+        return found
 
     def findings_of(self, session_id: str, check: str | None = None) -> list[dict]:
         """This session's findings (of one ``check`` code), most severe first."""
@@ -94,7 +107,8 @@ def _key(run: HealRun) -> tuple:
 
 
 def _cached(run: HealRun) -> dict:
-    """``{"report", "by_session"}`` of a finished run, decoded once per process."""
+    """``{"report", "memo"}`` of a finished run, decoded once per process (``memo``:
+    profile key -> the groupings :class:`ProfileHealth` keeps of its findings)."""
     key = _key(run)
     with _lock:
         found = _reports.get(key)
@@ -102,7 +116,7 @@ def _cached(run: HealRun) -> dict:
             _reports.move_to_end(key)
             return found
     report = HealRun.objects.filter(pk=run.pk).values_list("report", flat=True).first() or {}
-    found = {"report": report, "by_session": {}}
+    found = {"report": report, "memo": {}}
     with _lock:
         _reports[key] = found
         while len(_reports) > KEPT_REPORTS:
@@ -111,14 +125,9 @@ def _cached(run: HealRun) -> dict:
 
 
 def _health(run: HealRun, cached: dict, entry: dict) -> ProfileHealth:
-    key = entry.get("profile")
     with _lock:
-        by_session = cached["by_session"].get(key)
-    if by_session is None:
-        by_session = group_by_session(entry.get("findings", []))
-        with _lock:
-            cached["by_session"][key] = by_session
-    return ProfileHealth(run, entry, by_session)
+        memo = cached["memo"].setdefault(entry.get("profile"), {})
+    return ProfileHealth(run, entry, memo)
 
 
 _passes_sql: dict[str, tuple] = {}  # database alias -> (sql, params) of _whole_passes

@@ -55,4 +55,4 @@ def damaged_keys(stores) -> list[str]:
 def _damage_of(store, health) -> dict | None:
     if health.run is None or staleness(store, health):
         return None
-    return known_damage(health.findings, health.entry.get("status"), health.entry.get("error") or "")
+    return known_damage(health.of_checks(DAMAGE_CHECKS), health.entry.get("status"), health.entry.get("error") or "")
