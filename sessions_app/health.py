@@ -56,7 +56,8 @@ class ProfileHealth:
     run: HealRun | None = None
     entry: dict = field(default_factory=dict)
     # Groupings of ``entry``'s findings, kept per (pass, profile) by _health: a big
-    # home's pass holds 100,000s of findings, and pages ask the same of them per view.
+    # home's pass holds thousands of findings (11,706 on the 1M bench home), and
+    # pages ask the same of them on every view.
     _memo: dict = field(default_factory=dict, repr=False)
     stale: Staleness | None = None
 
