@@ -55,4 +55,12 @@ def damaged_keys(stores) -> list[str]:
 def _damage_of(store, health) -> dict | None:
     if health.run is None or staleness(store, health):
         return None
-    return known_damage(health.of_checks(DAMAGE_CHECKS), health.entry.get("status"), health.entry.get("error") or "")
+    return pass_damage(health)
+
+
+def pass_damage(health, findings=()) -> dict | None:
+    """:func:`known_damage` of ``findings`` (a page's own, first) and of the pass
+    ``health`` comes from (a ``ProfileHealth``: its damage findings, store status
+    and error); the caller decides whether that pass still describes the store."""
+    return known_damage([*findings, *health.of_checks(DAMAGE_CHECKS)], health.entry.get("status"),
+                        health.entry.get("error") or "")

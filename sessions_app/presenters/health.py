@@ -18,7 +18,7 @@ from ..secrets import Masker, mask_remembered, masker_for
 from ..stores import liveness
 from . import NotFound
 from .changes import ChangeTable, change_table
-from ..checks.damage import DAMAGE_CHECKS, known_damage
+from ..checks.damage import pass_damage
 
 SHOWN_PER_CHECK = 200  # rows of one check on the page; the rest are counted
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -70,8 +70,7 @@ def health_page(store, *, user) -> HealthPage:
     masker = masker_for(user)
     urls = {kind: session_url_maker(name, store.key) for kind, name in
             (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"))}
-    damage = None if health.stale else known_damage(health.of_checks(DAMAGE_CHECKS), health.entry.get("status"),
-                                                    health.entry.get("error") or "")
+    damage = None if health.stale else pass_damage(health)
     groups: dict[str, dict] = {}
     for finding in health.findings:
         group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],

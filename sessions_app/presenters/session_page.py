@@ -42,7 +42,7 @@ from ..stores.session_info import session_row, system_prompt, usage_rows
 from ..stores.transcript import TranscriptPage
 from ..stores.transcript import for_store as transcript_for
 from . import NotFound
-from ..checks.damage import DAMAGE_CHECKS, known_damage
+from ..checks.damage import known_damage, pass_damage
 from .labels import Field, facts
 
 # A session's own checks read every row of it (seconds for 300,000 rows): above this
@@ -200,8 +200,7 @@ def _damage(store, findings, health) -> dict | None:
     store's files are as that pass found them (a salvaged store is not held against)."""
     if staleness(store, health):
         return known_damage(findings)
-    return known_damage([*findings, *health.of_checks(DAMAGE_CHECKS)], health.entry.get("status"),
-                        health.entry.get("error") or "")
+    return pass_damage(health, findings)
 
 
 RAW_FIELDS = ("content", "reasoning", "reasoning_content")
