@@ -310,7 +310,10 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
         f"- Run: {res.get('measured_at', '?')}; warm page cache. Pages: {rounds} interleaved rounds after a warm-up "
         f"round (Hermes' search and `order=recent`: the first {res.get('slow_repeat', '?')}); "
         + (f"store-layer functions: medians of {res.get('repeat', '?')} runs ({res.get('slow_repeat', '?')} for the "
-           "check pass, exports and the `heal_sessions` command), each after one untimed run." if functions else "store-layer functions: not measured in this run.")
+           "check pass, the big session's checks, exports and the `heal_sessions` command), each after one "
+           "untimed run" + ("" if (res.get("app_function", {}).get(f"{PROFILE}:check_command") or {}).get("warmup")
+                            else " (the command: without one, measured before the warm-up was added)")
+           + "." if functions else "store-layer functions: not measured in this run.")
         + "".join(f" Measured again on {r['measured_at']}: {', '.join(r['ops'])} (`--ops`)."
                   for r in res.get("partial_runs", [])),
         f"- Store (`default` profile, written by hermes-agent 0.19.0 then bulk-loaded in its schema): "
