@@ -9,7 +9,8 @@ A finished run's report never changes (``runs.finish`` writes it once), and it i
 list, health and session pages (docs/benchmarks.md). So runs are listed without
 their report, and each report is decoded once per process and kept, keyed by the
 run's id and times (a test database that reuses an id has other times), along
-with its findings by session. Only those columns of the runs are read: SQLite walks
+with the groupings pages ask of each profile's findings (by session, and those of
+given checks: :meth:`ProfileHealth.by_session`, :meth:`ProfileHealth.of_checks`). Only those columns of the runs are read: SQLite walks
 a row's whole report (megabytes of overflow pages) to reach a column stored after it.
 """
 
@@ -56,8 +57,8 @@ class ProfileHealth:
     run: HealRun | None = None
     entry: dict = field(default_factory=dict)
     # Groupings of ``entry``'s findings, kept per (pass, profile) by _health: a big
-    # home's pass holds thousands of findings (11,706 on the 1M bench home), and
-    # pages ask the same of them on every view.
+    # profile's entry holds thousands of findings (11,706 for the 1M bench home's
+    # ``default`` profile), and pages ask the same of them on every view.
     _memo: dict = field(default_factory=dict, repr=False)
     stale: Staleness | None = None
 
@@ -79,8 +80,12 @@ class ProfileHealth:
         return found
 
     def of_checks(self, codes: tuple[str, ...]) -> list[dict]:
-        """The findings of the checks ``codes`` (a tuple of check codes), in the
-        pass's order (``checks.damage`` asks this of every session page)."""
+        """The findings of the checks ``codes`` (a tuple of check codes; one code is
+        ``(code,)``, a bare string raises ``TypeError``), in the pass's order.
+        ``checks.damage`` asks this for the session and health pages and for the
+        write guard's damage test (``actions.guarded``)."""
+        if not isinstance(codes, tuple):
+            raise TypeError(f"of_checks takes a tuple of check codes, not {type(codes).__name__}")
         key = ("checks", codes)
         found = self._memo.get(key)
         if found is None:

@@ -59,8 +59,11 @@ def _damage_of(store, health) -> dict | None:
 
 
 def pass_damage(health, findings=()) -> dict | None:
-    """:func:`known_damage` of ``findings`` (a page's own, first) and of the pass
-    ``health`` comes from (a ``ProfileHealth``: its damage findings, store status
-    and error); the caller decides whether that pass still describes the store."""
+    """:func:`known_damage` of ``findings`` (a page's own, Finding objects or finding
+    dicts, looked at first) and of the pass ``health`` comes from (a
+    ``health.ProfileHealth``: its damage findings, then its store status and error).
+    A never-checked ``ProfileHealth()`` gives the page's findings alone. The caller
+    decides whether that pass still describes the store (``health.staleness``);
+    no store is opened. Returns what :func:`known_damage` returns."""
     return known_damage([*findings, *health.of_checks(DAMAGE_CHECKS)], health.entry.get("status"),
                         health.entry.get("error") or "")
