@@ -584,13 +584,19 @@ COVERED = {"list_first": "list_one", "list_first_recent": "list_one_recent", "tr
            "search_medium": "search_medium", "search_common": "search_common"}
 
 
+def _command_env(home: Path, data: Path) -> dict:
+    """The environment of a ``manage.py`` child on ``home`` with the data folder ``data``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(data), DJANGO_SETTINGS_MODULE="hermes_admin.settings")
+    return env
+
+
 def ensure_passes(home: Path, data: Path, wanted: int = 2) -> int:
     """At least ``wanted`` finished whole check passes in the dashboard's database, as
     a dashboard whose cron runs nightly has: ``heal_sessions --all-profiles`` without
     ``--apply`` (writes nothing to any store). Returns how many there are."""
     have = _subprocess("setup", {"home": str(home), "data": str(data), "profiles": [], "count_passes": True})["passes"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(data), DJANGO_SETTINGS_MODULE="hermes_admin.settings")
+    env = _command_env(home, data)
     while have < wanted:
         say(f"  stored check pass {have + 1}/{wanted}: heal_sessions --all-profiles --json")
         proc = subprocess.run([str(PY), "manage.py", "heal_sessions", "--all-profiles", "--json"], cwd=REPO, env=env,
@@ -611,8 +617,7 @@ def time_command(home: Path, data: Path, repeat: int) -> dict:
     profile that ``ensure_passes`` stores, as a nightly ``--all-profiles`` cron leaves."""
     own = data.parent / f"{data.name}-command"
     own.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
-    env.update(HERMES_ROOTS=str(home), HERMES_ADMIN_DATA=str(own), DJANGO_SETTINGS_MODULE="hermes_admin.settings")
+    env = _command_env(home, own)
     subprocess.run([str(PY), "manage.py", "migrate", "-v0"], cwd=REPO, env=env, capture_output=True, check=True)
 
     def run_once() -> tuple[float, int, float]:
