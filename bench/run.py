@@ -624,10 +624,8 @@ def time_command(home: Path, data: Path, repeat: int) -> dict:
         start = time.perf_counter()
         proc = subprocess.Popen([str(PY), "manage.py", "heal_sessions", "--profile", PROFILE, "--json"], cwd=REPO,
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        took = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        return took, proc.returncode, usage.ru_maxrss / 1024
+        _, status, usage = os.wait4(proc.pid, 0)  # reaps it: its own rusage, not every child's
+        return time.perf_counter() - start, os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
 
     # One untimed run first, as the function and its floor get (``timed``): this
     # machine's page cache keeps ~4-5 GB, less than the home, so the store may have

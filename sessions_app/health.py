@@ -10,8 +10,9 @@ list, health and session pages (docs/benchmarks.md). So runs are listed without
 their report, and each report is decoded once per process and kept, keyed by the
 run's id and times (a test database that reuses an id has other times), along
 with the groupings pages ask of each profile's findings (by session, and those of
-given checks: :meth:`ProfileHealth.by_session`, :meth:`ProfileHealth.of_checks`). Only those columns of the runs are read: SQLite walks
-a row's whole report (megabytes of overflow pages) to reach a column stored after it.
+given checks: :meth:`ProfileHealth.by_session`, :meth:`ProfileHealth.of_checks`).
+Only those columns of the runs are read: SQLite walks a row's whole report
+(megabytes of overflow pages) to reach a column stored after it.
 """
 
 from __future__ import annotations
