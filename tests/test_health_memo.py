@@ -36,6 +36,25 @@ def test_of_checks_keeps_the_pass_order_and_only_the_codes_asked():
         health.of_checks("store_corrupt")  # a string is not a set of codes
 
 
+def test_by_session_puts_the_most_severe_first_and_keeps_the_pass_order_within_a_severity():
+    findings = [_finding("orphan_messages", "s1", "info", "a"), _finding("unanswered_turn", "s2"),
+                _finding("fk_orphans", "s1", "critical", "b"), _finding("store_corrupt", severity="critical"),
+                _finding("unanswered_turn", "s1", "warning", "c"), _finding("orphan_messages", "s1", "info", "d"),
+                _finding("fk_orphans", "s1", "critical", "e")]
+    grouped = ProfileHealth(None, {"findings": findings}).by_session()
+    assert set(grouped) == {"s1", "s2"}
+    assert [f["detail"] for f in grouped["s1"]] == ["b", "e", "c", "a", "d"]
+    assert [f["check"] for f in grouped["s2"]] == ["unanswered_turn"]  # a finding without a session is in none
+
+
+def test_sessions_with_a_check_are_those_holding_one_of_its_findings():
+    health = ProfileHealth(None, {"findings": [
+        _finding("unanswered_turn", "s1"), _finding("orphan_messages", "s2"),
+        _finding("unanswered_turn", "s3"), _finding("unanswered_turn")]})
+    assert health.sessions_with("unanswered_turn") == {"s1", "s3"}
+    assert health.sessions_with("no_such_check") == set()
+
+
 @pytest.mark.django_db
 def test_each_profile_of_a_pass_gets_its_own_findings_and_they_are_kept_per_pass():
     _pass({"default": {"status": "ok", "findings": [_finding("orphan_messages", "s1")]},

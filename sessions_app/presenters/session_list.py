@@ -39,19 +39,18 @@ class ListPage:
 def list_page(stores, filters: Filters, *, user, limit: int, after=None, before=None) -> ListPage:
     """One page of ``filters`` over ``stores`` (cursors: ``listing.list_sessions``)."""
     health = latest([s.key for s in stores])
-    badges = {key: h.by_session() for key, h in health.items()}
     if filters.check:
-        filters.with_findings = {
-            key: {sid for sid, items in by_sid.items() if any(f["check"] == filters.check for f in items)}
-            for key, by_sid in badges.items()
-        }
+        filters.with_findings = {key: h.sessions_with(filters.check) for key, h in health.items()}
     page = list_sessions(stores, filters, limit=limit, after=after, before=before, liveness=True)
     masker = masker_for(user)
     for row in page.rows:
         if masker:
             row["title"] = masker(row.get("title"))
         # Badges looked up here once, not by chained template filters on every row.
-        items = badges.get(row["profile"], {}).get(row["id"]) or ()
+        # Grouped only for the profiles the page shows (by_session: once per pass and
+        # profile in this process), not for every profile on each worker's first view.
+        found = health.get(row["profile"])
+        items = (found.by_session().get(row["id"]) if found is not None else None) or ()
         shown = items[:BADGES]
         if masker:  # details may quote store text (titles, JSONL lines)
             shown = [{**f, "detail": masker(f["detail"])} for f in shown]

@@ -33,10 +33,7 @@ def list_filters(request, stores):
     filters = form.filters()
     if filters.check:
         health = latest([s.key for s in stores])
-        filters.with_findings = {
-            key: {sid for sid, items in h.by_session().items() if any(f["check"] == filters.check for f in items)}
-            for key, h in health.items()
-        }
+        filters.with_findings = {key: h.sessions_with(filters.check) for key, h in health.items()}
     return form, filters
 
 
