@@ -32,11 +32,15 @@ COPY_WORDS = {"snapshot": "snapshot", "request_dump": "request dump", "jsonl": "
               "json": "JSON dump", "backup": "dashboard backup", "trash": "trash entry"}
 
 
-def session_analysis(ctx, session_id: str, *, store_copies: bool = True, keep=None) -> recovery.Analysis:
+def session_analysis(ctx, session_id: str, *, store_copies: bool = True, keep=None,
+                     count: int | None = None) -> recovery.Analysis:
     """The recovery analysis of one session, once per pass (shared with
     ``unanswered_turn``). ``store_copies`` False: the ``sessions/`` files only
     (cheap: no backup or trash database is opened). ``keep``: in a whole pass, a
-    ``(key, compute)`` memo the caller holds for one session only (see ``_one_session``)."""
+    ``(key, compute)`` memo the caller holds for one session only (see ``_one_session``).
+    ``count``: the session's rows as just counted; without a copy they are then not
+    read (``recovery.analyse``: ``rows`` None). The checks that share this analysis
+    use its ``plan`` only, which counts the rows either way."""
     def compute():
         scanned = scan_sessions_dir(ctx).get(session_id)
         listed = scanned.files if scanned is not None else []
@@ -47,7 +51,8 @@ def session_analysis(ctx, session_id: str, *, store_copies: bool = True, keep=No
             return memo(f"store_messages:{session_id}:{int(keyed)}",
                         lambda: recovery.store_messages(ctx.conn, ctx.caps, session_id, keyed=keyed))
         return recovery.analyse(ctx.store, ctx.conn, ctx.caps, session_id, others=ctx.other_stores,
-                                files=listed, store_copies=store_copies, rows=rows)
+                                files=listed, store_copies=store_copies, rows=rows,
+                                count=count)
 
     # Kept for the pass only in a one-session run (its page, a repair preview): a
     # whole pass analyses thousands of sessions, and keeping each one's rows until
@@ -80,9 +85,11 @@ def _one_session():
 
 def _counter_gaps(ctx) -> dict[str, dict]:
     """Sessions whose counters exceed their rows, or placeholder rows starting
-    mid-conversation: id -> facts (``source``, ``api_calls``, ``assistant_rows``,
-    ``first_role``, ``started_at``). One grouped pass over the messages, as
-    ``counter_drift`` does; the first row is read only for the few found."""
+    mid-conversation: ``(facts, counts)``, id -> facts (``source``, ``api_calls``,
+    ``assistant_rows``, ``first_role``, ``started_at``) and id -> the session's rows
+    (every row, as ``recovery.store_messages`` reads them). One grouped pass over
+    the messages, as ``counter_drift`` does; the first row is read only for the few
+    found."""
     calls = "COALESCE(s.api_call_count, 0)" if ctx.has("sessions", "api_call_count") else "0"
     where, params = ctx.session_filter("s.id")
     inner, inner_params = ctx.session_filter("session_id")
@@ -93,7 +100,7 @@ def _counter_gaps(ctx) -> dict[str, dict]:
         f" FROM messages WHERE 1{inner} GROUP BY session_id"
         f") a ON a.session_id = s.id WHERE ({calls} > COALESCE(a.assistants, 0) OR s.source = ?){where}"
     )
-    found = {}
+    found, counts = {}, {}
     for sid, source, api_calls, started, assistants, n in ctx.conn.execute(sql, (*inner_params, PLACEHOLDER, *params)):
         if not n:
             continue  # no rows at all: usage_without_transcript
@@ -104,7 +111,8 @@ def _counter_gaps(ctx) -> dict[str, dict]:
         if api_calls > assistants or mid:
             found[sid] = {"source": source, "api_calls": api_calls, "assistant_rows": assistants,
                           "first_role": first_role, "started_at": started}
-    return found
+            counts[sid] = n
+    return found, counts
 
 
 def _existing(ctx, ids: list[str]) -> set[str]:
@@ -172,7 +180,7 @@ class HistoryLost(Check):
     def run(self, ctx):
         scanned = scan_sessions_dir(ctx)
         with_files = {sid for sid, f in scanned.items() if any(x.kind != "jsonl" for x in f.files)}
-        facts = _counter_gaps(ctx)
+        facts, counts = _counter_gaps(ctx)
         candidates = sorted(with_files | set(facts))
         if not candidates:
             return
@@ -186,7 +194,7 @@ class HistoryLost(Check):
             keep = _one_session()
             analysis = None if sid in facts else session_analysis(ctx, sid, store_copies=False, keep=keep)
             if analysis is None or analysis.plan.holding_missing():
-                analysis = session_analysis(ctx, sid, keep=keep)
+                analysis = session_analysis(ctx, sid, keep=keep, count=counts.get(sid))
             finding = self._judge(sid, analysis, facts.get(sid), sid in exists)
             if finding is not None:
                 yield finding
@@ -198,12 +206,12 @@ class HistoryLost(Check):
             return None  # transcript_on_disk_only reports and repairs it (the session page links there too)
         if not copies and not facts:
             return None
-        if not exists and not analysis.rows and not copies:
+        if not exists and not plan.store_rows and not copies:
             return None
         cause, words = likely_cause(facts, plan, exists)
         missing = sum(c["missing"] for c in copies)
         evidence = {
-            "cause": cause, "store_rows": len(analysis.rows), "copies": capped(copies),
+            "cause": cause, "store_rows": plan.store_rows, "copies": capped(copies),
             "recoverable": len(plan.insertions), "conflicts": len(plan.conflicts),
             "differences": len(plan.differences), "session_exists": exists, "counters": facts,
             "unreadable_copies": capped(analysis.copyset.failed),

@@ -267,3 +267,27 @@ def test_a_whole_pass_reads_a_lost_sessions_rows_once(store, monkeypatch):
     assert reads == [SID]
     run_store_checks(s, only=["history_lost"], now=later())
     assert reads == [SID, SID]
+
+
+def test_a_counter_gap_without_any_copy_is_judged_from_the_count(store, monkeypatch):
+    """A session whose counters show lost replies and that has no copy anywhere: a
+    whole pass counts its rows in the grouped statement and never reads them one by
+    one (~11,000 such sessions on the 1M bench home), and the session page's own
+    check says the same."""
+    s = store("default")
+    deleted_under_live_agent(s, snapshot=False)
+    with s.read() as conn:
+        rows = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (SID,)).fetchone()[0]
+    reads = []
+    real = recovery.store_messages
+
+    def counted(conn, caps, sid, **kw):
+        reads.append(sid)
+        return real(conn, caps, sid, **kw)
+
+    monkeypatch.setattr(recovery, "store_messages", counted)
+    [whole] = findings(run_store_checks(s, only=["history_lost"], now=later()), "history_lost", SID)
+    assert reads == []
+    assert whole.evidence["store_rows"] == rows > 0 and not whole.evidence["copies"]
+    [page] = findings(run_store_checks(s, session_id=SID, only=["history_lost"], now=later()), "history_lost", SID)
+    assert (page.detail, page.evidence, page.severity) == (whole.detail, whole.evidence, whole.severity)

@@ -17,16 +17,17 @@ from .plan import RecoveryPlan, plan_recovery
 @dataclass
 class Analysis:
     """``rows`` of the session (``messages.id`` order), what the disk holds
-    (``copyset``), and the ``plan``."""
+    (``copyset``), and the ``plan``. ``rows`` is None when they were not read
+    (:func:`analyse` with ``count``): ``plan.store_rows`` counts them either way."""
 
     session_id: str
-    rows: list[StoreMessage]
+    rows: list[StoreMessage] | None
     copyset: CopySet
     plan: RecoveryPlan
 
 
 def analyse(store, conn, caps, session_id: str, *, others=(), store_copies: bool = True,
-            files=None, rows=None) -> Analysis:
+            files=None, rows=None, count: int | None = None) -> Analysis:
     """Read ``session_id``'s copies (``stores.copies.copies_of``) and its rows
     through ``conn`` (read-only), and plan what the copies can bring back.
 
@@ -34,9 +35,18 @@ def analyse(store, conn, caps, session_id: str, *, others=(), store_copies: bool
     ``keyed``): without a copy, nothing compares them and every caller uses their
     count alone. ``rows``: a callable ``rows(keyed) -> list[StoreMessage]`` giving
     rows read by ``compare.store_messages`` on ``conn`` (and not changed), for a
-    caller that reads them once for several analyses."""
+    caller that reads them once for several analyses.
+
+    ``count``: the session's row count, when the caller has just counted it (a whole
+    pass's ``history_lost``, from its grouped count of every session). Without a
+    copy the rows are then not read at all (``Analysis.rows`` None, the plan counting
+    ``count`` rows): nothing would compare them, and such a plan recovers nothing.
+    Reading them only to count was most of ``history_lost`` in a whole pass: ~11,000
+    sessions with counter gaps and no copy on the 1M bench home (docs/benchmarks.md)."""
     copyset = copies_of(store, session_id, others=others, store_copies=store_copies, files=files)
     keyed = bool(copyset.copies)
+    if not keyed and count is not None:
+        return Analysis(session_id, None, copyset, RecoveryPlan(session_id, store_rows=count))
     found = rows(keyed) if rows is not None else store_messages(conn, caps, session_id, keyed=keyed)
     started = None
     if keyed:  # only a plan with copies estimates times; the start bounds them (plan module docstring)
