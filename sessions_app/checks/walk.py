@@ -213,6 +213,8 @@ def call_ids(raw) -> list[list[str]]:
     """The ids of each tool call in an assistant row's ``tool_calls``, read as the
     transcript reads them (``stores.transcript``) without formatting the arguments
     for display: the walk only pairs ids."""
+    if not raw:  # most assistant rows of a store call no tool: nothing to decode
+        return []
     return [transcript_call_ids(entry) for entry in tool_call_entries(raw)]
 
 
