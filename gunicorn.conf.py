@@ -45,15 +45,21 @@ errorlog = "-"
 
 def post_worker_init(worker):
     """Once the worker has loaded the application: import the URL conf (every view
-    module) now rather than on the first request, then move everything alive, all of
-    it modules, classes and functions kept for the process's life, out of the cyclic
-    garbage collector's reach (``gc.freeze``). Every full collection walked those
-    tens of thousands of objects again: ~40 ms of a new worker's first page
-    (docs/benchmarks.md, cold start). Nothing frozen here ever becomes garbage, so
-    nothing is kept that would have been freed."""
+    module) now rather than on the first request, collect what setting up left
+    behind, then move everything still alive out of the cyclic garbage collector's
+    reach (``gc.freeze``). Those are modules, classes, functions and settings that
+    live as long as the process; every full collection walked them again, ~40 ms of
+    a new worker's first page (docs/architecture.md §11). A URL conf that fails to
+    import is left to fail on each request as it did (its traceback in the log),
+    not to stop the worker booting: a development server with reload keeps running."""
     from django.urls import get_resolver
 
-    get_resolver().url_patterns  # noqa: B018 (imports the URL conf and its views)
+    try:
+        get_resolver().url_patterns  # noqa: B018 (imports the URL conf and its views)
+    except Exception:
+        worker.log.exception("the URL conf failed to import; requests will show the error")
+        return
+    gc.collect()
     gc.freeze()
 
 

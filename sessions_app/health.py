@@ -110,14 +110,12 @@ def group_by_session(findings: list[dict]) -> dict[str, list[dict]]:
     each session's list was ~8 ms a profile on the 1M bench home (25,000 lists,
     most of one finding), paid by the first page of every new worker."""
     out: dict[str, list[dict]] = {}
-    for f in sorted(findings, key=lambda f: SEVERITY_ORDER.get(f["severity"], 9)):
-        sid = f.get("session_id")
-        if sid:
-            items = out.get(sid)
-            if items is None:
-                out[sid] = [f]
-            else:
-                items.append(f)
+    for f in sorted((f for f in findings if f.get("session_id")), key=lambda f: SEVERITY_ORDER.get(f.get("severity"), 9)):
+        items = out.get(f["session_id"])
+        if items is None:
+            out[f["session_id"]] = [f]
+        else:
+            items.append(f)
     return out
 
 

@@ -59,7 +59,8 @@ def session_analysis(ctx, session_id: str, *, store_copies: bool = True, keep=No
     # the pass ends held ~40 MB per 100,000 messages (505 MB peak on the 1 M-message
     # bench store, docs/benchmarks.md); there a session analysed twice is read twice.
     memo = ctx.memo if ctx.session_id is not None else (keep or _no_memo)
-    return memo(f"recovery:{session_id}:{int(store_copies)}", compute)
+    # An analysis without its rows is kept apart: a caller not giving the count gets rows.
+    return memo(f"recovery:{session_id}:{int(store_copies)}:{int(count is not None)}", compute)
 
 
 def _no_memo(key, compute):
@@ -83,11 +84,12 @@ def _one_session():
     return memo
 
 
-def _counter_gaps(ctx) -> dict[str, dict]:
+def _counter_gaps(ctx) -> tuple[dict[str, dict], dict[str, int]]:
     """Sessions whose counters exceed their rows, or placeholder rows starting
     mid-conversation: ``(facts, counts)``, id -> facts (``source``, ``api_calls``,
-    ``assistant_rows``, ``first_role``, ``started_at``) and id -> the session's rows
-    (every row, as ``recovery.store_messages`` reads them). One grouped pass over
+    ``assistant_rows``, ``first_role``, ``started_at``) and id -> how many rows the
+    session has (every row, inactive ones too, as ``recovery.store_messages`` reads
+    them). One grouped pass over
     the messages, as ``counter_drift`` does; the first row is read only for the few
     found."""
     calls = "COALESCE(s.api_call_count, 0)" if ctx.has("sessions", "api_call_count") else "0"
@@ -194,7 +196,9 @@ class HistoryLost(Check):
             keep = _one_session()
             analysis = None if sid in facts else session_analysis(ctx, sid, store_copies=False, keep=keep)
             if analysis is None or analysis.plan.holding_missing():
-                analysis = session_analysis(ctx, sid, keep=keep, count=counts.get(sid))
+                # The count stands for the rows of a session still there: one deleted
+                # since it was counted reads as no rows, as before (no finding).
+                analysis = session_analysis(ctx, sid, keep=keep, count=counts.get(sid) if sid in exists else None)
             finding = self._judge(sid, analysis, facts.get(sid), sid in exists)
             if finding is not None:
                 yield finding

@@ -60,6 +60,9 @@ class SessionWalk:
     unanswered_calls: list[dict] = field(default_factory=list)  # {assistant_id, call_id, trailing}
     duplicate_pairs: list[tuple[int, int]] = field(default_factory=list)  # (earlier id, later id), unconfirmed
     user_pairs: list[tuple[int, int]] = field(default_factory=list)  # back-to-back user rows
+    # Back-to-back user rows whose second one is a duplicate candidate of the first:
+    # user_pairs after all when the full values differ (_confirm_duplicates).
+    user_pairs_if_differing: list[tuple[int, int]] = field(default_factory=list)
     backwards: list[dict] = field(default_factory=list)  # {id, previous_id, seconds_back}
     bad_timestamps: list[int] = field(default_factory=list)
     last: dict | None = None  # last conversational row {id, role}, when it is user or tool
@@ -144,6 +147,8 @@ class _Walker:
             prev = self.prev_user
             if prev is not None and prev[1] == key and key is not None and _pmids_compatible(prev[2], pmid):
                 _add(self.out.duplicate_pairs, (prev[0], mid))
+                if not observed:
+                    _add(self.out.user_pairs_if_differing, (prev[0], mid))
                 duplicate = True
             if not duplicate:
                 if prev is not None and not observed:
@@ -348,3 +353,9 @@ def _confirm_duplicates(ctx: CheckContext, result: SessionWalk) -> None:
     # A confirmed duplicate is not also a "second result" or a "user;user" prompt.
     result.orphan_results = [o for o in result.orphan_results if o["id"] not in dup_ids]
     result.user_pairs = [p for p in result.user_pairs if p[1] not in dup_ids]
+    # Two user rows the key took for one (same length, same first bytes) that differ
+    # after all are two prompts back to back, in id order with the others.
+    differing = [p for p in result.user_pairs_if_differing if p[1] not in dup_ids]
+    if differing:
+        result.user_pairs = sorted(result.user_pairs + differing, key=lambda p: p[1])[:EVIDENCE_CAP]
+    result.user_pairs_if_differing = []

@@ -232,6 +232,28 @@ print(json.dumps([a, b]))
     assert not findings(run_store_checks(s, now=later()), "unanswered_turn")
 
 
+def test_two_prompts_alike_in_length_and_start_are_back_to_back_not_a_duplicate(store):
+    """The walk takes rows of one length and the same first 64 bytes for duplicate
+    candidates; when the full contents differ they are two prompts, the first of
+    which got no reply (unanswered_turn), and nothing is offered for hiding."""
+    s = store("default")
+    sid = IDS["long"]
+    head = "Please summarise the quarterly report for the finance team, focusing on "
+    first, second = head + "section A.", head + "section B."
+    assert len(first) == len(second) and len(head) > 64
+    out = hermes(s, f"""
+a = db.append_message({sid!r}, 'user', {first!r})
+b = db.append_message({sid!r}, 'user', {second!r})
+db.append_message({sid!r}, 'assistant', 'Section B: revenue grew 4 %.')
+print(json.dumps([a, b]))
+""")
+    a, b = json.loads(out)
+    report = run_store_checks(s, now=later())
+    assert not findings(report, "duplicate_live_rows", sid)
+    [f] = findings(report, "unanswered_turn", sid)
+    assert [a, b] in f.evidence["back_to_back_user_rows"]
+
+
 def test_duplicate_keeps_the_copy_with_the_platform_id_even_when_later(store):
     s = store("ops")
     sid = ids("ops")["discord_open"]
