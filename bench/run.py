@@ -610,14 +610,10 @@ def ensure_passes(home: Path, data: Path, wanted: int = 2) -> int:
     return have
 
 
-def time_command(home: Path, data: Path, repeat: int) -> dict:
-    """Wall time of ``manage.py heal_sessions --profile default --json`` (check mode:
-    a process start, Django, the pass over the store with the others for
-    ``id_collision``, the run recorded) and the command's own peak RSS (``wait4``'s
-    ``ru_maxrss``, not the largest of every child the bench waited for), after one
-    untimed warm-up run. The runs are recorded in a dashboard database of their own
-    (``<data>-command``), so the pages' database keeps only the passes over every
-    profile that ``ensure_passes`` stores, as a nightly ``--all-profiles`` cron leaves."""
+def command_runner(home: Path, data: Path):
+    """A callable running ``manage.py heal_sessions --profile default --json`` once:
+    ``(seconds, exit code, peak RSS MB)``. Its runs go to ``<data>-command`` (see
+    :func:`time_command`)."""
     own = data.parent / f"{data.name}-command"
     own.mkdir(parents=True, exist_ok=True)
     env = _command_env(home, own)
@@ -629,7 +625,63 @@ def time_command(home: Path, data: Path, repeat: int) -> dict:
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)  # reaps it: its own rusage, not every child's
         return time.perf_counter() - start, os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024
+    return run_once
 
+
+def interleaved_check_pass(home: Path, data: Path, spec: dict, db: Path, statements: Path, rounds: int,
+                           command: bool) -> dict:
+    """The full check pass, its raw-SQL floor and (``command``) the ``heal_sessions``
+    command, one run of each per round (A, B, C, A, B, C…) after one untimed round.
+
+    This machine's page cache holds less than the bench home, and the floor of one
+    run measured 11 s and of another 15 s: run all of one system, then all of the
+    other, and the ratio measures what the cache held at each time. Each run is a
+    fresh process (the function's and the floor's ``warmup`` 0: the untimed round
+    warms the page cache, as the separate runs' warm-up did). Returns the three
+    results in the shape of the others, each with ``ratios`` (run ÷ the same
+    round's floor)."""
+    run_command = command_runner(home, data) if command else None
+    out = {"function": {"times": [], "peak_rss_mb": 0}, "floor": {"times": [], "peak_rss_mb": 0, "quick": []},
+           "command": {"times": [], "peak_rss_mb": 0, "status": set()}}
+    for n in range(rounds + 1):
+        fn = _subprocess("worker", dict(spec, repeat=1, warmup=0))
+        fl = _subprocess("floor", {"statements": str(statements), "db": str(db), "repeat": 1, "warmup": 0})
+        cmd = run_command() if run_command else None
+        if n == 0:
+            continue  # the untimed round
+        say(f"    round {n}/{rounds}: function {fn['times'][0]:.1f} s, floor {fl['times'][0]:.1f} s"
+            + (f", command {cmd[0]:.1f} s" if cmd else ""))
+        out["function"]["times"] += fn["times"]
+        out["function"]["peak_rss_mb"] = max(out["function"]["peak_rss_mb"], fn["peak_rss_mb"])
+        out["function"]["result"] = fn["result"]
+        out["floor"]["times"] += fl["times"]
+        out["floor"]["quick"].append(fl["quick_check"])
+        out["floor"]["peak_rss_mb"] = max(out["floor"]["peak_rss_mb"], fl["peak_rss_mb"])
+        out["floor"].update(result=fl["result"], statements=fl["statements"])
+        if cmd:
+            out["command"]["times"].append(cmd[0])
+            out["command"]["status"].add(cmd[1])
+            out["command"]["peak_rss_mb"] = max(out["command"]["peak_rss_mb"], cmd[2])
+    floors = out["floor"]["times"]
+    for key in ("function", "command"):
+        res = out[key]
+        if res["times"]:
+            res.update(median=median(res["times"]), interleaved=True,
+                       ratios=[t / f for t, f in zip(res["times"], floors)])
+    out["floor"].update(median=median(floors), quick_check=median(out["floor"].pop("quick")), interleaved=True)
+    out["command"]["status"] = sorted(out["command"]["status"])
+    return out
+
+
+def time_command(home: Path, data: Path, repeat: int) -> dict:
+    """Wall time of ``manage.py heal_sessions --profile default --json`` (check mode:
+    a process start, Django, the pass over the store with the others for
+    ``id_collision``, the run recorded) and the command's own peak RSS (``wait4``'s
+    ``ru_maxrss``, not the largest of every child the bench waited for), after one
+    untimed warm-up run. The runs are recorded in a dashboard database of their own
+    (``<data>-command``), so the pages' database keeps only the passes over every
+    profile that ``ensure_passes`` stores, as a nightly ``--all-profiles`` cron leaves."""
+    run_once = command_runner(home, data)
     # One untimed run first, as the function and its floor get (``timed``): this
     # machine's page cache keeps ~4-5 GB, less than the home, so the store may have
     # been pushed out by the operations before; a cold read of it measures the disk
@@ -678,6 +730,18 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
             full = dict(spec, home=str(home), data=str(data), repeat=n)
             if spec["kind"] == "page_only":
                 continue
+            if spec["kind"] == "check" and floors:
+                # Function, floor and command interleaved round by round (interleaved_check_pass).
+                out = captures / f"{profile}-{name}.json"
+                _subprocess("capture", dict(full, out=str(out)))
+                with_command = profile == PROFILE
+                say(f"  function {key}, its floor" + (f" and heal_sessions --profile {PROFILE} --json" if with_command
+                                                     else "") + f", interleaved ×{n}")
+                got = interleaved_check_pass(home, data, full, db, out, n, with_command)
+                results["app_function"][key], results["floor"][key] = got["function"], got["floor"]
+                if with_command:
+                    results["app_function"][f"{PROFILE}:check_command"] = dict(got["command"], warmup=1)
+                continue
             say(f"  function {key} ×{n}")
             results["app_function"][key] = _subprocess("worker", full)
             if floors and spec["kind"] != "export":
@@ -685,7 +749,7 @@ def measure_home(home: Path, repeat: int, slow_repeat: int, hermes: bool, profil
                 _subprocess("capture", dict(full, out=str(out)))
                 say(f"  floor {key} ×{n}")
                 results["floor"][key] = _subprocess("floor", {"statements": str(out), "db": str(db), "repeat": n})
-    if functions and (not only or "check_pass" in only):
+    if functions and not floors and (not only or "check_pass" in only):
         say(f"  command: heal_sessions --profile {PROFILE} --json ×{slow_repeat}")
         results["app_function"][f"{PROFILE}:check_command"] = time_command(home, data, slow_repeat)
     if functions:
