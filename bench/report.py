@@ -361,7 +361,8 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
     cold = res.get("cold_start")
     if cold and cold.get("q"):
         lines += [f"Cold start (a new gunicorn process until its first page, `{cold['path']}`, has been served): "
-                  f"{spread(cold['q'])} over {len(cold['times'])} starts.", ""]
+                  f"{spread(cold['q'])} over {len(cold['times'])} starts"
+                  + (", after one untimed start." if cold.get("warmup") else ".") , ""]
     edge = [line for line in functions_table(res, "edge")[2:]]
     if edge:
         e = man["profiles"].get("edge", {})
