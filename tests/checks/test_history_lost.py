@@ -248,12 +248,9 @@ save_snapshot(sid, memory, name="session_{sf.safe_component(sid)}.json")
     assert f.evidence["copies"][0]["missing"] == 2 and f.evidence["cause"] == "reply_dropped"
 
 
-def test_a_whole_pass_reads_a_lost_sessions_rows_once(store, monkeypatch):
-    """history_lost analyses a session from its sessions/ files, then with every copy
-    when that shows a loss: both compare the same rows, read once (and not kept for
-    the rest of the pass: a second pass reads them again)."""
-    s = store("default")
-    deleted_under_live_agent(s, snapshot=True)
+def _row_reads(monkeypatch) -> list[str]:
+    """The ids of the sessions whose rows ``recovery.store_messages`` reads from now
+    on, in order (the real reads still happen)."""
     reads = []
     real = recovery.store_messages
 
@@ -262,6 +259,16 @@ def test_a_whole_pass_reads_a_lost_sessions_rows_once(store, monkeypatch):
         return real(conn, caps, sid, **kw)
 
     monkeypatch.setattr(recovery, "store_messages", counted)
+    return reads
+
+
+def test_a_whole_pass_reads_a_lost_sessions_rows_once(store, monkeypatch):
+    """history_lost analyses a session from its sessions/ files, then with every copy
+    when that shows a loss: both compare the same rows, read once (and not kept for
+    the rest of the pass: a second pass reads them again)."""
+    s = store("default")
+    deleted_under_live_agent(s, snapshot=True)
+    reads = _row_reads(monkeypatch)
     [f] = findings(run_store_checks(s, only=["history_lost"], now=later()), "history_lost", SID)
     assert f.evidence["recoverable"] == 6
     assert reads == [SID]
@@ -278,14 +285,7 @@ def test_a_counter_gap_without_any_copy_is_judged_from_the_count(store, monkeypa
     deleted_under_live_agent(s, snapshot=False)
     with s.read() as conn:
         rows = conn.execute("SELECT COUNT(*) FROM messages WHERE session_id = ?", (SID,)).fetchone()[0]
-    reads = []
-    real = recovery.store_messages
-
-    def counted(conn, caps, sid, **kw):
-        reads.append(sid)
-        return real(conn, caps, sid, **kw)
-
-    monkeypatch.setattr(recovery, "store_messages", counted)
+    reads = _row_reads(monkeypatch)
     [whole] = findings(run_store_checks(s, only=["history_lost"], now=later()), "history_lost", SID)
     assert reads == []
     assert whole.evidence["store_rows"] == rows > 0 and not whole.evidence["copies"]
