@@ -42,7 +42,6 @@ accesslog = "-"  # one line per request on stdout, as the development server pri
 errorlog = "-"
 
 
-
 def post_worker_init(worker):
     """Once the worker has loaded the application: import the URL conf (every view
     module) now rather than on the first request, collect what setting up left

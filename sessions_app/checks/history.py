@@ -89,9 +89,8 @@ def _counter_gaps(ctx) -> tuple[dict[str, dict], dict[str, int]]:
     mid-conversation: ``(facts, counts)``, id -> facts (``source``, ``api_calls``,
     ``assistant_rows``, ``first_role``, ``started_at``) and id -> how many rows the
     session has (every row, inactive ones too, as ``recovery.store_messages`` reads
-    them). One grouped pass over
-    the messages, as ``counter_drift`` does; the first row is read only for the few
-    found."""
+    them). One grouped pass over the messages, as ``counter_drift`` does; the first
+    row is read only for the few found."""
     calls = "COALESCE(s.api_call_count, 0)" if ctx.has("sessions", "api_call_count") else "0"
     where, params = ctx.session_filter("s.id")
     inner, inner_params = ctx.session_filter("session_id")
