@@ -164,3 +164,27 @@ def test_a_runs_nested_changes_read_under_their_own_labels_at_390_px(demo_home, 
         assert row["nested"] == ["Change", "Row", "Field", "Before", "After"]
     cell = page.locator("table.run-actions table.changes > tbody > tr > td").first
     assert cell.evaluate("td => getComputedStyle(td, '::before').content") == '"Change"'
+
+
+STACKED = """(selector) => [...document.querySelectorAll(selector)].map(td => ({
+    display: getComputedStyle(td).display, label: td.getAttribute("data-label"),
+    inside: td.getBoundingClientRect().right <= window.innerWidth + 1}))"""
+
+
+def test_repair_plans_read_as_one_block_per_row_at_390_px(demo_checked, admin_page, live_server):
+    """The repair-all plan and a repair preview's changes stack their cells on a phone,
+    each under its column's label, instead of a table cut at the screen's edge."""
+    page = admin_page
+    page.set_viewport_size({"width": NARROW, "height": 900})
+    page.goto(f"{live_server.url}/p/ops/health/")
+    page.goto(live_server.url + href(page, "a[href*='/repair-all/']"))
+    page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    plan = page.evaluate(STACKED, "#repair-all > tbody > tr > td")
+    changes = page.evaluate(STACKED, "#repair-all table.changes > tbody > tr > td")
+    page.goto(f"{live_server.url}/p/default/health/")
+    page.goto(live_server.url + href(page, "a[href*='/repair/']"))
+    preview = page.evaluate(STACKED, "table.changes > tbody > tr > td")
+    for name, cells in (("plan", plan), ("its changes", changes), ("a preview's changes", preview)):
+        assert cells, f"no {name} on the page"
+        assert {c["display"] for c in cells} == {"block"}, name
+        assert all(c["label"] for c in cells) and all(c["inside"] for c in cells), (name, cells[:3])

@@ -194,7 +194,7 @@ def test_repair_all_findings_of_one_kind(admin_client, home):
     # Its plan is the heal page's change table: the field's label, before and after.
     row = recounts[recounts.index(f'<tr data-session="{drifted}">'):]
     row = row[:row.index("\n    </tr>")]  # the plan row, its change table included
-    assert 'class="grid small plan changes"' in row and "Set message_count" not in row
+    assert 'class="grid small stack plan changes"' in row and "Set message_count" not in row
     assert 'title="message_count"' in row
 
     preview = text(admin_client.get("/p/default/repair-all/duplicate_live_rows/"))

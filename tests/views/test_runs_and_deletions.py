@@ -55,7 +55,7 @@ def test_a_single_repair_reports_its_repair_not_the_profile_health(home):
     assert re.search(r'<table class="grid small stack run-actions"><thead><tr><th>Action</th>.*'
                      r'Recreate the missing session row <code>recreate_session_row</code>.*>applied</strong>', page, re.S)
     assert "the finding is gone from the session." in page and "on its session;" in page
-    assert re.search(r'<table class="grid small plan changes">.*<tr data-op="insert">', page, re.S)  # what it wrote
+    assert re.search(r'<table class="grid small stack plan changes">.*<tr data-op="insert">', page, re.S)  # what it wrote
     # The profile still has its warning: the fresh check after the repair says so.
     health = text(admin.get("/p/default/health/"))
     assert "counter_drift" in health
