@@ -211,7 +211,9 @@ def list_session_files(sessions_dir, *, store_paths: Iterable, known_ids: Iterab
         names = os.listdir(folder)
     except OSError:
         return []
-    identities = store_identities(store_paths)
+    # The guard's identities (four stats per known store) are taken when a name first
+    # needs them: a session page's folder mostly holds no file of its session.
+    identities = None
     resolver = Resolver(known_ids)
     wanted = set(only_ids) if only_ids is not None else None
     # A file resolves to a session only through a component of that session's id
@@ -231,6 +233,8 @@ def list_session_files(sessions_dir, *, store_paths: Iterable, known_ids: Iterab
         if wanted is not None and sid not in wanted:
             continue
         path = folder / name
+        if identities is None:
+            identities = store_identities(store_paths)
         if refusal(path, identities):
             continue
         try:

@@ -156,8 +156,8 @@ def test_session_page_shows_metadata_and_transcript(admin_client, hermes_home, p
     for sid, info in sessions.items():
         html = text_of(admin_client.get(f"/p/{profile}/s/{sid}/?size=500"))
         assert f"{info['active_messages']} visible messages" in html, sid
-        ids = re.findall(r'<article class="msg[^"]*" id="m(\d+)"', html)
-        nested = re.findall(r'id="m(\d+)">#\d+</a>', html)
+        ids = re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', html)
+        nested = re.findall(r'id="m(-?\d+)">#\d+</a>', html)
         assert len(ids) + len(nested) == info["active_messages"], sid
 
 
@@ -192,16 +192,16 @@ def test_lineage_edges_are_labelled(admin_client, hermes_home, profile):
 def test_transcript_paginates_by_id(admin_client, hermes_home):
     url = f"/p/default/s/{IDS['long']}/?size=50"
     first = text_of(admin_client.get(url))
-    ids1 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(\d+)"', first)]
+    ids1 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', first)]
     assert len(ids1) == 50 and ids1 == sorted(ids1)
     nxt = re.search(r'rel="next" href="\?([^"#]+)', first).group(1).replace("&amp;", "&")
     second = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?{nxt}"))
-    ids2 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(\d+)"', second)]
+    ids2 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', second)]
     assert len(ids2) == 10 and min(ids2) > max(ids1)
     last = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50&before=-1"))
-    assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(\d+)"', last)] == (ids1 + ids2)[-50:]
+    assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', last)] == (ids1 + ids2)[-50:]
     at = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50&at={ids2[0]}"))
-    assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(\d+)"', at)] == ids2
+    assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', at)] == ids2
     # Positions holding no message (before the first id, past the last): no link to
     # "after=None", but the first and last pages.
     for query in ("before=0", f"at={max(ids2) + 1000}"):
@@ -209,6 +209,25 @@ def test_transcript_paginates_by_id(admin_client, hermes_home):
         assert "None" not in re.findall(r'href="([^"]*)"', empty).__repr__(), query
         assert 'rel="next"' not in empty and "no messages at this position" in empty, query
         assert 'href="?size=50#transcript">First</a>' in empty and "before=-1#transcript\">Last</a>" in empty, query
+
+
+def test_previous_link_only_where_rows_come_before(admin_client, hermes_home):
+    """The first page offers no way back; a later page does. A row written by hand
+    with id -1 (below anything AUTOINCREMENT gives) is still the first page's first."""
+    import sqlite3
+
+    conn = sqlite3.connect(hermes_home / "state.db")
+    with conn:
+        conn.execute("INSERT INTO messages (id, session_id, role, content, timestamp) VALUES (-1, ?, 'user', 'hand-made', 1)",
+                     (IDS["long"],))
+    conn.close()
+    first = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50"))
+    ids1 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', first)]
+    assert ids1[0] == -1 and 'rel="prev"' not in first
+    nxt = re.search(r'rel="next" href="\?([^"#]+)', first).group(1).replace("&amp;", "&")
+    second = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?{nxt}"))
+    ids2 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', second)]
+    assert ids2[0] > ids1[-1] and f'before={ids2[0]}#transcript">' in second and 'rel="prev"' in second
 
 
 def test_inactive_rows_are_behind_a_toggle_and_marked(admin_client, hermes_home):
@@ -302,7 +321,7 @@ def test_unknown_export_format_is_404(admin_client, hermes_home):
 
 def test_raw_message_view_returns_full_text(admin_client, hermes_home):
     html = text_of(admin_client.get(f"/p/default/s/{IDS['cli_main']}/"))
-    first = re.search(r'id="m(\d+)"', html).group(1)
+    first = re.search(r'id="m(-?\d+)"', html).group(1)
     response = admin_client.get(f"/p/default/s/{IDS['cli_main']}/m/{first}/")
     assert response["Content-Type"].startswith("text/plain")
     assert "build" in response.content.decode()
