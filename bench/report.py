@@ -328,7 +328,8 @@ def report(res: dict, scale: list[dict], analysis: str | None) -> str:
               "a fresh process, their ratios taken round by round"
               if (res.get("app_function", {}).get(f"{PROFILE}:check_pass") or {}).get("interleaved") else "")
            + "." if functions else "store-layer functions: not measured in this run.")
-        + "".join(f" Measured again on {r['measured_at']}: {', '.join(r['ops'])} (`--ops`)."
+        + "".join(f" Measured again on {r['measured_at']}: {', '.join(r['ops'])}"
+                  + ("" if any("`--" in op for op in r["ops"]) else " (`--ops`)") + "."
                   for r in res.get("partial_runs", [])),
         f"- Store (`default` profile, written by hermes-agent 0.19.0 then bulk-loaded in its schema): "
         f"{dflt['messages']:,} messages, {dflt['sessions']:,} sessions, {dflt['bytes'] / 2**30:,.2f} GiB; "

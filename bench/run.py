@@ -874,7 +874,9 @@ def main(argv=None) -> int:
                            rounds=args.rounds, functions=not args.pages_only)
         res.update(repeat=args.repeat, slow_repeat=args.slow_repeat, rounds=args.rounds, machine=machine(),
                    measured_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-        res = save_results(BENCH_VAR / f"results-{home.name}.json", res, only)
+        # A pages-only run is a partial run too: the store-layer results already saved stay.
+        res = save_results(BENCH_VAR / f"results-{home.name}.json", res,
+                           only or ({"pages (`--pages-only`)"} if args.pages_only else set()))
     scale = []
     for other in args.scale:
         other = other.resolve()
