@@ -20,6 +20,12 @@ def visible(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
+def message_ids(html: str) -> list[int]:
+    """Ids of the messages a session page shows as rows of their own, in page order
+    (a hand-made row may carry id 0 or a negative one)."""
+    return [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', html)]
+
+
 def test_pages_need_a_login(client, hermes_home):
     for url in ["/", "/sessions/", "/p/default/", f"/p/default/s/{IDS['cli_main']}/",
                 f"/p/default/s/{IDS['cli_main']}/export.jsonl"]:
@@ -192,16 +198,16 @@ def test_lineage_edges_are_labelled(admin_client, hermes_home, profile):
 def test_transcript_paginates_by_id(admin_client, hermes_home):
     url = f"/p/default/s/{IDS['long']}/?size=50"
     first = text_of(admin_client.get(url))
-    ids1 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', first)]
+    ids1 = message_ids(first)
     assert len(ids1) == 50 and ids1 == sorted(ids1)
     nxt = re.search(r'rel="next" href="\?([^"#]+)', first).group(1).replace("&amp;", "&")
     second = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?{nxt}"))
-    ids2 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', second)]
+    ids2 = message_ids(second)
     assert len(ids2) == 10 and min(ids2) > max(ids1)
     last = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50&before=-1"))
-    assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', last)] == (ids1 + ids2)[-50:]
+    assert message_ids(last) == (ids1 + ids2)[-50:]
     at = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50&at={ids2[0]}"))
-    assert [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', at)] == ids2
+    assert message_ids(at) == ids2
     # Positions holding no message (before the first id, past the last): no link to
     # "after=None", but the first and last pages.
     for query in ("before=0", f"at={max(ids2) + 1000}"):
@@ -222,11 +228,11 @@ def test_previous_link_only_where_rows_come_before(admin_client, hermes_home):
                      (IDS["long"],))
     conn.close()
     first = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?size=50"))
-    ids1 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', first)]
+    ids1 = message_ids(first)
     assert ids1[0] == -1 and 'rel="prev"' not in first
     nxt = re.search(r'rel="next" href="\?([^"#]+)', first).group(1).replace("&amp;", "&")
     second = text_of(admin_client.get(f"/p/default/s/{IDS['long']}/?{nxt}"))
-    ids2 = [int(i) for i in re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', second)]
+    ids2 = message_ids(second)
     assert ids2[0] > ids1[-1] and f'before={ids2[0]}#transcript">' in second and 'rel="prev"' in second
 
 
