@@ -54,9 +54,12 @@ def iso(ts: float) -> str:
 def finding_json(finding) -> dict:
     """A report's finding entry from a ``checks.base.Finding``; a damage finding also
     keeps SQLite's own quick_check lines (``sqlite_report``, a list of str) for the
-    pages to fold under its readable detail."""
+    pages to fold under its readable detail, and a finding whose case has its own
+    next step names it (``next_step_case``)."""
     out = {"check": finding.check, "severity": finding.severity, "session_id": finding.session_id,
            "count": finding.count, "detail": finding.detail, "heal": finding.heal}
+    if finding.next_step_case:
+        out["next_step_case"] = finding.next_step_case
     raw = (finding.evidence or {}).get("quick_check")
     if raw:
         out["sqlite_report"] = [str(line) for line in raw]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import asdict, dataclass, field
+from typing import ClassVar
 
 from ..stores.schema import Capabilities
 from ..stores.store import Store
@@ -61,6 +62,11 @@ class Plan:
     writes_store: bool = True
     blocked: str = ""
     next_step: str = ""
+    # The messages a plan inserts from copies on disk (``recovery.Insertion``s of
+    # ``recover_messages``), for its preview to show their text. Not a field on
+    # purpose: the signed plan, the audit trail and a fleet host's plan_data carry
+    # no message text (``dataclasses.asdict`` leaves a ClassVar out).
+    inserted: ClassVar[tuple] = ()
 
     def as_dict(self) -> dict:
         data = asdict(self)

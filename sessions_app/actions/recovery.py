@@ -137,6 +137,7 @@ class RecoverMessages(Action):
         elif not one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
             plan.blocked = "the session has no row in the store; recovery writes into an existing session only"
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
+        plan.inserted = tuple(rp.insertions)  # the preview's texts, never stored (Plan.inserted)
         return plan
 
     def validate(self, store, plan):

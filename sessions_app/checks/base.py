@@ -36,7 +36,10 @@ class Finding:
     ``check``: stable code from the catalog; ``severity``: critical | warning |
     info; ``session_id``: None for store-level findings; ``count``: rows/items
     involved; ``detail``: plain-language and specific; ``heal``: action name or
-    None; ``evidence``: JSON-serializable facts an action or the UI needs.
+    None; ``evidence``: JSON-serializable facts an action or the UI needs;
+    ``next_step_case``: for a finding without a repair, the case of its check whose
+    next step it takes (``Check.case_next_steps``), "" for the check's own. Stored
+    with the finding (``runs.finding_json``), unlike the evidence.
     """
 
     check: str
@@ -46,9 +49,16 @@ class Finding:
     detail: str
     heal: str | None
     evidence: dict = field(default_factory=dict)
+    next_step_case: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Finding":
+        """A finding from a stored report's entry (``runs.finding_json``: no evidence,
+        perhaps keys of its own such as ``sqlite_report``, which are left out)."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass(frozen=True)
@@ -183,17 +193,33 @@ class Check:
     def run(self, ctx: CheckContext) -> Iterable[Finding]:
         return ()
 
+    #: Next steps of cases of this check that need other words than ``next_step``
+    #: (``history_lost`` of a session whose row is gone), by case name.
+    case_next_steps: dict = {}
+
+    def next_step_case(self, evidence: dict) -> str:
+        """The case (a key of ``case_next_steps``) of a finding without a repair, from
+        its ``evidence``; "" when the check's own ``next_step`` applies."""
+        return ""
+
+    def next_step_for(self, case: str = "") -> str:
+        """What to do about a finding of this check that carries no repair, given its
+        ``next_step_case``."""
+        return self.case_next_steps.get(case) or self.next_step
+
     def finding(self, session_id: str | None, count: int, detail: str, evidence: dict | None = None,
                 *, severity: str | None = None, heal: str | None | object = ...) -> Finding:
         """A finding of this check; ``severity``/``heal`` default to the check's."""
+        heal = self.heal if heal is ... else heal
         return Finding(
             check=self.code,
             severity=severity or self.severity,
             session_id=session_id,
             count=int(count),
             detail=detail,
-            heal=self.heal if heal is ... else heal,
+            heal=heal,
             evidence=evidence or {},
+            next_step_case="" if heal else self.next_step_case(evidence or {}),
         )
 
     def describe(self) -> dict:

@@ -116,11 +116,11 @@ def _counter_gaps(ctx) -> tuple[dict[str, dict], dict[str, int]]:
     return found, counts
 
 
-def _existing(ctx, ids: list[str]) -> set[str]:
-    out: set[str] = set()
+def _sources(ctx, ids: list[str]) -> dict[str, str | None]:
+    """``{session id: source}`` of those of ``ids`` that have a session row."""
+    out: dict[str, str | None] = {}
     for part in chunks(sorted(ids)):
-        out.update(r[0] for r in ctx.conn.execute(
-            f"SELECT id FROM sessions WHERE id IN ({placeholders(len(part))})", part))
+        out.update(ctx.conn.execute(f"SELECT id, source FROM sessions WHERE id IN ({placeholders(len(part))})", part))
     return out
 
 
@@ -136,15 +136,21 @@ def copies_text(copies: list[dict]) -> str:
     return "; ".join(parts) + (f"; … ({len(copies)} copies in all)" if len(copies) > 5 else "")
 
 
-def likely_cause(facts: dict | None, plan: recovery.RecoveryPlan, exists: bool) -> tuple[str, str]:
-    """``(code, words)`` of the likely cause."""
+def likely_cause(facts: dict | None, plan: recovery.RecoveryPlan, exists: bool,
+                 source: str | None = None) -> tuple[str, str]:
+    """``(code, words)`` of the likely cause; ``words`` is empty when nothing points
+    at one (code ``unknown``): the finding's detail then names the copies only.
+    ``source`` is the session row's (``facts`` carry it too when the counters
+    showed a gap): a placeholder row whose copies hold messages before its first
+    row is the deletion under a live agent even when the counters add up."""
     if not exists:
         return "not_in_store", ("the session is not in the store at all: it was deleted (Hermes' own deletion "
                                 "leaves session_<id>.json behind) or its row was never written")
     leading = any(i.after_id is None for i in plan.insertions) or any(
         m.after_id is None for c in plan.comparisons for m in c.missing)
-    if facts and facts.get("source") == PLACEHOLDER and (leading or facts["api_calls"] > facts["assistant_rows"]
-                                                         or facts.get("first_role") not in (None, "user")):
+    placeholder = (facts.get("source") if facts else source) == PLACEHOLDER
+    if placeholder and (leading or (facts and (facts["api_calls"] > facts["assistant_rows"]
+                                               or facts.get("first_role") not in (None, "user")))):
         return "deleted_under_live_agent", (
             "the session row was deleted while an agent was still using it: its earlier messages went with it, "
             "the agent's next writes failed, and a token update brought the row back as a placeholder "
@@ -152,11 +158,15 @@ def likely_cause(facts: dict | None, plan: recovery.RecoveryPlan, exists: bool) 
     kinds = {c.copy.kind for c in plan.comparisons if c.missing_count}
     middle = [i for i in plan.insertions if i.after_id is not None]
     if kinds == {"jsonl"}:
-        return "legacy_transcript_longer", "a legacy JSONL transcript holds more than the store"
+        return "legacy_transcript_longer", ("an old gateway kept the conversation in the JSONL transcript (a "
+                                            "partly migrated session), or the agent wrote there the rows the store "
+                                            "refused when it was replaced or corrupt")  # docs/store.md §12.2
     if middle or (facts and facts["api_calls"] > facts["assistant_rows"]):
         return "reply_dropped", ("replies were dropped on interrupted turns: they reached the user but never "
                                  "the store")
-    return "unknown", "the store holds fewer messages than a copy on disk"
+    # Nothing points at a cause: saying "the store holds fewer messages than a
+    # copy" again after the detail has listed the copies would add nothing.
+    return "unknown", ""
 
 
 class HistoryLost(Check):
@@ -177,6 +187,14 @@ class HistoryLost(Check):
         "while an agent was still using it, or a reply was dropped on an interrupted turn. When a copy holds "
         "the missing messages they can be recovered into the store at their place; the copies are never changed."
     )
+    case_next_steps = {"session_gone": (
+        "The session's row is gone from the store, so nothing is recovered into it: recovery adds messages to a "
+        "session that is still there. The copies named in the finding keep the whole conversation and are never "
+        "changed: keep them, and look in the audit events for the deletion."
+    )}
+
+    def next_step_case(self, evidence: dict) -> str:
+        return "session_gone" if evidence.get("session_exists") is False and evidence.get("copies") else ""
 
     def run(self, ctx):
         scanned = scan_sessions_dir(ctx)
@@ -185,7 +203,7 @@ class HistoryLost(Check):
         candidates = sorted(with_files | set(facts))
         if not candidates:
             return
-        exists = _existing(ctx, candidates)
+        sources = _sources(ctx, candidates)
         for sid in candidates:
             if ctx.verdict(sid) == "live":
                 continue  # a running turn writes its rows after the API call
@@ -197,12 +215,12 @@ class HistoryLost(Check):
             if analysis is None or analysis.plan.holding_missing():
                 # The count stands for the rows of a session still there: one deleted
                 # since it was counted reads as no rows, as before (no finding).
-                analysis = session_analysis(ctx, sid, keep=keep, count=counts.get(sid) if sid in exists else None)
-            finding = self._judge(sid, analysis, facts.get(sid), sid in exists)
+                analysis = session_analysis(ctx, sid, keep=keep, count=counts.get(sid) if sid in sources else None)
+            finding = self._judge(sid, analysis, facts.get(sid), sid in sources, sources.get(sid))
             if finding is not None:
                 yield finding
 
-    def _judge(self, sid, analysis: recovery.Analysis, facts: dict | None, exists: bool):
+    def _judge(self, sid, analysis: recovery.Analysis, facts: dict | None, exists: bool, source: str | None):
         plan = analysis.plan
         copies = copy_list(plan)
         if plan.repaired_by(exists) == "transcript_on_disk_only" and not facts:
@@ -211,7 +229,7 @@ class HistoryLost(Check):
             return None
         if not exists and not plan.store_rows and not copies:
             return None
-        cause, words = likely_cause(facts, plan, exists)
+        cause, words = likely_cause(facts, plan, exists, source)
         missing = sum(c["missing"] for c in copies)
         evidence = {
             "cause": cause, "store_rows": plan.store_rows, "copies": capped(copies),
@@ -221,7 +239,7 @@ class HistoryLost(Check):
             "unread_store_copies": [{"path": u.path, "kind": u.kind, "reason": u.reason}
                                     for u in analysis.copyset.unread][:20],
         }
-        parts = [f"likely cause: {words}"]
+        parts = [f"likely cause: {words}"] if words else []
         if copies:
             parts.insert(0, f"copies on disk hold {plural(missing, 'message')} the store lacks: {copies_text(copies)}")
             if plan.conflicts:

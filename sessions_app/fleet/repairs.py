@@ -22,14 +22,16 @@ from .browse import _bool
 from .reads import plain
 
 
-def repair_preview(key: str, session_id: str, check: str, masked: bool = True) -> dict:
+def repair_preview(key: str, session_id: str, check: str, masked: bool = True, texts: bool = False) -> dict:
     """The plan for the ``check`` finding of ``session_id`` in profile ``key``.
 
     Returns ``{"finding": {"check", "severity", "detail", "heal"} | None, "plan":
     {"action", "summary", "notes", "blocked", "changes": [Change dicts]} | None,
     "plan_data": the unmasked plan dict | None, "live": {"verdict", "evidence":
-    [{"source", "detail"}]} | None, "permission", "first": [{"check", "heal"}]}``;
-    texts masked when ``masked``. Refuses (audited) a profile or session id that
+    [{"source", "detail"}]} | None, "permission", "first": [{"check", "heal"}],
+    "inserted": [{"role", "source", "kind", "after_id", "text"}], "inserted_total"}``
+    (``presenters.health.RepairPreview``: the excerpts only when ``texts``, the
+    dashboard's user may read transcripts); texts masked when ``masked``. Refuses (audited) a profile or session id that
     is not this worker's, or an unknown check code.
     """
     from ..presenters.health import repair_preview as preview_for
@@ -38,7 +40,7 @@ def repair_preview(key: str, session_id: str, check: str, masked: bool = True) -
     session_id = worker.session_id_arg("read", session_id, key)
     if not isinstance(check, str) or check not in CHECKS:
         raise worker.refuse("read", f"unknown check {check!r}", profile=key, session_ids=[session_id])
-    shown = preview_for(store, session_id, check, masked=_bool(masked, "masked"))
+    shown = preview_for(store, session_id, check, masked=_bool(masked, "masked"), texts=_bool(texts, "texts"))
     f, plan, live = shown.finding, shown.plan, shown.live
     return plain({
         "finding": {"check": f.check, "severity": f.severity, "detail": f.detail, "heal": f.heal} if f else None,
@@ -49,6 +51,7 @@ def repair_preview(key: str, session_id: str, check: str, masked: bool = True) -
                                                        for e in live.evidence]} if live else None,
         "permission": shown.permission,
         "first": [{"check": x.check, "heal": x.heal} for x in shown.first],
+        "inserted": shown.inserted, "inserted_total": shown.inserted_total,
     })
 
 

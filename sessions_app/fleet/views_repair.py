@@ -44,14 +44,16 @@ def repair_preview(request, profile, session_id):
     if code not in CHECKS:
         raise Http404("Unknown check")
     answer = client.ask(view, "repair_preview", key=profile, session_id=session_id, check=code,
-                        masked=masking_for(request.user))
+                        masked=masking_for(request.user),
+                        texts=request.user.has_perm("sessions_app.view_transcripts"))
     context = {"host": view, "key": profile, "session_id": session_id, "check": CHECKS[code], "answer": answer}
     if not answer.ok:
         return render(request, "fleet/repair.html", context, status=503)
     shown = answer.data
     plan_data = shown["plan_data"]
     context.update(finding=shown["finding"], plan=shown["plan"], live=shown["live"], first=shown["first"],
-                   permission=shown["permission"],
+                   permission=shown["permission"], inserted=shown.get("inserted") or [],
+                   inserted_total=shown.get("inserted_total") or 0,
                    can_apply=request.user.has_perm(f"sessions_app.{shown['permission']}") and view.reachable,
                    changes=change_table(shown["plan"]["changes"]) if shown["plan"] else None,
                    token=plan_token(request, PLAN_SALT, plan_data) if plan_data else None)

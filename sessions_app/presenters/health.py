@@ -4,6 +4,7 @@ repair preview of one finding (live check, plan, liveness), masked once."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -16,11 +17,13 @@ from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest, staleness
 from ..secrets import Masker, mask_remembered, masker_for
 from ..stores import liveness
+from ..stores.recovery.panel import message_preview
 from . import NotFound
 from .changes import ChangeTable, change_table
 from ..checks.damage import pass_damage
 
 SHOWN_PER_CHECK = 200  # rows of one check on the page; the rest are counted
+SHOWN_INSERTED = 50  # recovered messages whose text a repair preview shows; the rest are counted
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]+")  # ids reverse() would write as they are
 _SENTINEL = "session-id-placeholder"
@@ -51,7 +54,9 @@ class HealthPage:
     ``repair_all_url`` (a store-wide finding's preview)
     where they apply and ``first`` (``[{"heal", "check"}]``: the session's repairs to
     apply before this one, ``actions.registry.repair_first``); ``unrepaired`` counts the findings without a repair (the page
-    then shows the check's ``next_step``), ``repairable`` those with one (*Repair all
+    then shows the check's ``next_step``), ``own_next_step`` those of them whose case
+    has its own (``Check.next_step_for``: the row's ``next_step``, shown in the row) and
+    ``shared_next_step`` the rest, which the check's sentence covers, ``repairable`` those with one (*Repair all
     findings of this kind*)."""
 
     health: object
@@ -75,7 +80,7 @@ def health_page(store, *, user) -> HealthPage:
     for finding in health.findings:
         group = groups.setdefault(finding["check"], {"check": CHECKS.get(finding["check"]), "code": finding["check"],
                                                      "severity": finding["severity"], "total": 0, "rows": [],
-                                                     "unrepaired": 0, "repairable": 0})
+                                                     "unrepaired": 0, "own_next_step": 0, "repairable": 0})
         group["total"] += 1
         # The heading says the most severe of its findings (a check may report some
         # as info, e.g. counter_drift's rewound rows); mixed groups say each row's.
@@ -83,14 +88,22 @@ def health_page(store, *, user) -> HealthPage:
         by_sev[finding["severity"]] = by_sev.get(finding["severity"], 0) + 1
         if SEVERITY_RANK.get(finding["severity"], 9) < SEVERITY_RANK.get(group["severity"], 9):
             group["severity"] = finding["severity"]
+        next_step = ""
         if not finding.get("heal"):
             group["unrepaired"] += 1
+            check = group["check"]
+            # A case with its own next step says it in its row; the group's
+            # sentence then covers only the others (none left: not shown).
+            if check and finding.get("next_step_case"):
+                next_step = check.next_step_for(finding["next_step_case"])
+                group["own_next_step"] += 1
         elif finding["heal"] in ACTIONS:
             group["repairable"] += 1
         if len(group["rows"]) >= SHOWN_PER_CHECK:
             continue
         # Details may quote store text; the stored pass's are the same on every view.
-        row = {**finding, "detail": mask_remembered(finding["detail"]) if masker else finding["detail"]}
+        row = {**finding, "detail": mask_remembered(finding["detail"]) if masker else finding["detail"],
+               "next_step": next_step}
         sid = finding.get("session_id")
         if sid:
             row["session_url"] = urls["session_url"](sid)
@@ -108,6 +121,7 @@ def health_page(store, *, user) -> HealthPage:
             row["repair_blocked"] = True
         group["rows"].append(row)
     for group in groups.values():
+        group["shared_next_step"] = group["unrepaired"] - group["own_next_step"]
         mixed = len(group["by_severity"]) > 1
         group["severities"] = (sorted(group["by_severity"].items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 9))
                                if mixed else [])
@@ -146,7 +160,11 @@ class RepairPreview:
     """One finding's repair: ``finding`` (None when the live check no longer finds
     it), ``plan`` and its signed form's data ``plan_data`` (unmasked: what applying
     it executes), ``changes`` (the masked plan's changes as table rows), ``live`` (a
-    liveness verdict other than ``not_live``), and the ``permission`` the action needs."""
+    liveness verdict other than ``not_live``), and the ``permission`` the action needs.
+    ``inserted`` lists the first :data:`SHOWN_INSERTED` of the ``inserted_total``
+    messages a recovery writes (``{"role", "source", "kind", "after_id", "text"}``,
+    ``text`` an excerpt, masked as the page is; empty when the viewer may not read
+    transcripts: ``inserted_total`` still counts them)."""
 
     check: object
     finding: object
@@ -156,18 +174,23 @@ class RepairPreview:
     permission: str
     first: list = field(default_factory=list)
     changes: ChangeTable | None = None
+    inserted: list = field(default_factory=list)
+    inserted_total: int = 0
 
 
-def repair_preview(store, session_id: str, code: str, *, user=None, masked: bool | None = None) -> RepairPreview:
+def repair_preview(store, session_id: str, code: str, *, user=None, masked: bool | None = None,
+                   texts: bool | None = None) -> RepairPreview:
     """The concrete plan for the ``code`` finding of ``session_id``, read-only.
     Texts are masked for ``user``, or as ``masked`` says when given (a fleet host
-    does not know the dashboard's user: ``fleet/repairs.py``). Raises
-    :class:`NotFound` for an unknown check code."""
+    does not know the dashboard's user: ``fleet/repairs.py``); the messages a
+    recovery inserts are excerpted when ``texts`` (default: ``user`` may read
+    transcripts). Raises :class:`NotFound` for an unknown check code."""
     if code not in CHECKS:
         raise NotFound("Unknown check")
     finding = next((f for f in run_store_checks(store, session_id=session_id, only=[code]).findings
                     if f.session_id == session_id and f.heal), None)
     plan = data = live = None
+    inserted = ([], 0)
     if finding is not None:
         with store.read() as conn:
             caps = store.capabilities(conn)
@@ -179,6 +202,9 @@ def repair_preview(store, session_id: str, code: str, *, user=None, masked: bool
                 live = verdict if verdict.verdict != "not_live" else None
         data = asdict(plan) if plan is not None else None
         masker = Masker(masked) if masked is not None else masker_for(user)
+        if texts is None:
+            texts = user is not None and user.has_perm("sessions_app.view_transcripts")
+        inserted = _inserted(plan, texts, bool(masker))
         if masker:
             # Display copies with store and file text masked (titles in a move's notes and
             # changes, bad-line snippets of a JSONL file); ``plan_data`` keeps the real plan.
@@ -195,4 +221,15 @@ def repair_preview(store, session_id: str, code: str, *, user=None, masked: bool
         first = repair_first(plan.action, run_store_checks(store, session_id=session_id, only=codes).findings)
     return RepairPreview(check=CHECKS[code], finding=finding, plan=plan, plan_data=data, live=live,
                          permission=permission, first=first,
-                         changes=change_table(plan.changes) if plan is not None else None)
+                         changes=change_table(plan.changes) if plan is not None else None,
+                         inserted=inserted[0], inserted_total=inserted[1])
+
+
+def _inserted(plan, texts: bool, masked: bool) -> tuple[list[dict], int]:
+    """``(excerpts, total)`` of the messages ``plan`` inserts (``Plan.inserted``)."""
+    found = plan.inserted if plan is not None else ()
+    if not texts:
+        return [], len(found)
+    return [{"role": i.message.role, "source": os.path.basename(i.source.path), "kind": i.source.kind,
+             "after_id": i.after_id, "text": message_preview(i.message, masked)}
+            for i in found[:SHOWN_INSERTED]], len(found)

@@ -88,8 +88,9 @@ class SessionPage:
     permission; ``metadata`` / ``more_metadata`` / ``usage`` are the row's columns as
     labelled fields (``presenters.labels``: unknown columns under their raw name);
     ``notice`` is a message for the user (an ``at`` id not on the page);
-    ``findings`` are ``(Finding, Check | None, [Finding])`` triples in repair order, the
-    list the findings of this session whose repairs come first; ``markers`` message id ->
+    ``findings`` are ``(Finding, Check | None, [Finding], next step)`` in repair order, the
+    list the findings of this session whose repairs come first, the next step what to do
+    about a finding with no repair ("" when it has one or its check says none); ``markers`` message id ->
     findings; ``findings_stored`` True when they come from ``findings_run``."""
 
     session: dict | None
@@ -162,7 +163,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         checked = None if stored else run_store_checks(store, session_id=session_id, conn=conn, now=now,
                                                        liveness=checks_index).findings
     health = latest([store.key])[store.key]
-    findings = [Finding(**f) for f in health.findings_of(session_id)] if stored else checked
+    findings = [Finding.from_json(f) for f in health.findings_of(session_id)] if stored else checked
     if masker:
         _mask_page(masker, session, page)
         # The rename field starts empty where masking changes the title (its value would
@@ -186,7 +187,8 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         usage=facts((k, session.get(k)) for k in USAGE_COLUMNS if session and k in session),
         usage_rows=usage, model_config=shown.get("model_config"), system_prompt=prompt,
         parent=parent, children=children, chain=chain if len(chain) > 1 else [],
-        findings=[(f, CHECKS.get(f.check), repair_first(f.heal, findings)) for f in in_repair_order(findings)],
+        findings=[(f, CHECKS.get(f.check), repair_first(f.heal, findings), _next_step(f))
+                  for f in in_repair_order(findings)],
         markers=message_markers(findings),
         findings_stored=stored, findings_run=health.run if stored else None, liveness=box,
         jsonl_name=_jsonl_name(store, session_id), other_copies=other_copies(store, session_id, health),
@@ -316,3 +318,9 @@ def message_markers(findings) -> dict[int, list]:
         for msg_id in ids:
             marks.setdefault(msg_id, []).append(finding)
     return marks
+
+
+def _next_step(finding: Finding) -> str:
+    """The check's next step for ``finding`` when it carries no repair (``Check.next_step_for``)."""
+    check = CHECKS.get(finding.check)
+    return check.next_step_for(finding.next_step_case) if check and not finding.heal else ""

@@ -148,7 +148,10 @@ def _lease_evidence(source: str, key: str, holder: str, acquired_at, expires_at,
     if dead:
         detail = f"{label} on {key} held by pid {pid}, which is no longer running (expires in {human_duration(remaining)})"
     elif dead is None and pid is not None:
-        detail = (f"{label} on {key} held by pid {pid} (not probed: no matching pidns stamp), "
+        # Without a PID-namespace stamp equal to ours, pid N here may be another
+        # process (a container, another host sharing the folder): say so plainly.
+        detail = (f"{label} on {key} held by pid {pid}, which cannot be checked from here (the holder does not "
+                  f"show it runs on this machine, where pid {pid} may be another process); "
                   f"expires in {human_duration(remaining)}")
     else:
         detail = f"{label} on {key} held by {holder!r}, expires in {human_duration(remaining)}"

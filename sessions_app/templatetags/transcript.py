@@ -182,6 +182,8 @@ def _health_row(f) -> str:
         repair = _v(heal)
     elif f.get("check") == "id_collision" and sid:
         repair = f'<a href="{_v(f.get("collision_url", ""))}">Compare the copies</a>'
+    elif f.get("next_step"):  # this case's own next step (the group's sentence is for the others)
+        repair = f'<span class="muted">no automatic repair.</span> <span class="next-step small">{_v(f["next_step"])}</span>'
     else:
         repair = '<span class="muted">no automatic repair</span>'
     return (f'\n    <tr>\n      <td>{session}</td>\n      <td class="num">{_v(f.get("count", ""))}</td>\n'

@@ -145,6 +145,7 @@ def repair_preview(request, store, session_id):
         "plan": shown.plan, "changes": shown.changes, "token": token, "live": shown.live,
         "permission": shown.permission,
         "can_apply": request.user.has_perm(f"sessions_app.{shown.permission}"), "first": shown.first,
+        "inserted": shown.inserted, "inserted_total": shown.inserted_total,
     })
 
 

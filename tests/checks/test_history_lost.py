@@ -291,3 +291,78 @@ def test_a_counter_gap_without_any_copy_is_judged_from_the_count(store, monkeypa
     assert whole.evidence["store_rows"] == rows > 0 and not whole.evidence["copies"]
     [page] = findings(run_store_checks(s, session_id=SID, only=["history_lost"], now=later()), "history_lost", SID)
     assert (page.detail, page.evidence, page.severity) == (whole.detail, whole.evidence, whole.severity)
+
+
+def deleted_with_its_snapshot(store):
+    """Two turns and the agent's snapshot; then ``hermes sessions delete`` (0.19.0
+    ``delete_session``) removes the row and its messages and leaves the snapshot."""
+    hermes(store, WRITERS + f"""
+sid = {SID!r}
+db.create_session(sid, "cli", model="test/model")
+for n in (1, 2):
+    turn(sid, n)
+save_snapshot(sid, in_memory(sid))
+db.delete_session(sid)
+assert db.get_session(sid) is None
+""")
+
+
+def test_a_deleted_session_whose_snapshot_remains(store):
+    """The copy holds the whole conversation but there is no row to recover into: no
+    repair, and the words say so instead of "when no copy holds the messages"."""
+    from sessions_app.checks.registry import get
+    from sessions_app.runs import finding_json
+
+    s = store("default")
+    deleted_with_its_snapshot(s)
+    [f] = findings(run_store_checks(s, now=later()), "history_lost", SID)
+    assert (f.heal, f.evidence["cause"], f.evidence["session_exists"]) == (None, "not_in_store", False)
+    assert f.evidence["copies"][0]["missing"] == 4 and "likely cause: the session is not in the store" in f.detail
+    check = get("history_lost")
+    assert f.next_step_case == "session_gone" and f.next_step_case in finding_json(f)["next_step_case"]
+    step = check.next_step_for(f.next_step_case)
+    assert step != check.next_step and "row is gone" in step and "When no copy holds" not in step
+    # A loss with no copy at all keeps the general words.
+    deleted_under_live_agent(store("ops"), snapshot=False)
+    [plain] = findings(run_store_checks(store("ops"), now=later()), "history_lost", SID)
+    assert plain.heal is None and plain.next_step_case == "" and "next_step_case" not in finding_json(plain)
+
+
+def test_the_likely_cause_never_repeats_the_detail(store):
+    """A copy holding a turn before the store's first row, with nothing pointing at a
+    cause (no counter gap, a real source): the detail names the copy and guesses none."""
+    s = store("default")
+    hermes(s, WRITERS + f"""
+sid = {SID!r}
+db.create_session(sid, "cli", model="test/model")
+turn(sid, 1)
+memory = [{{"role": "user", "content": "Question 0?"}}, {{"role": "assistant", "content": "Answer 0."}}] + in_memory(sid)
+save_snapshot(sid, memory)
+""")
+    [f] = findings(run_store_checks(s, now=later()), "history_lost", SID)
+    assert f.evidence["cause"] == "unknown" and "likely cause" not in f.detail
+    assert f.detail.count("the store lacks") == 2  # the total, then the copy's own count
+
+
+def test_a_placeholder_row_whose_counters_add_up_is_still_the_deletion(store):
+    """The gateway's token update after the deletion counts only the turn after it,
+    so calls and replies agree; the placeholder row (source 'unknown') and the turns
+    the snapshot holds before its first row still say what happened."""
+    s = store("default")
+    hermes(s, WRITERS + f"""
+sid = {SID!r}
+db.create_session(sid, "cli", model="test/model")
+for n in (1, 2):
+    turn(sid, n)
+memory = in_memory(sid)
+db.delete_session(sid)
+db.update_token_counts(sid, input_tokens=10, output_tokens=5, api_call_count=1)
+assert db.get_session(sid)["source"] == "unknown"
+db.append_message(sid, "user", "Question 3: what is 3 times 3?")
+db.append_message(sid, "assistant", "Answer 3: 9.")
+save_snapshot(sid, memory + [{{"role": "user", "content": "Question 3: what is 3 times 3?"}},
+                             {{"role": "assistant", "content": "Answer 3: 9."}}])
+""")
+    [f] = findings(run_store_checks(s, now=later()), "history_lost", SID)
+    assert f.evidence["counters"] is None and f.evidence["cause"] == "deleted_under_live_agent"
+    assert "deleted while an agent was still using it" in f.detail and f.heal == "recover_messages"

@@ -111,3 +111,41 @@ def test_an_apply_run_whose_plans_are_not_what_it_names_is_refused_on_the_worker
         assert AuditEvent.objects.filter(action="fleet:run_job", outcome="refused", reason__contains=why).exists()
     assert not AuditEvent.objects.filter(outcome="applied").exists()
     assert tree_digest(hosts_up["roots"]["host-b"]) == before
+
+
+def test_a_remote_recovery_preview_shows_its_texts_only_to_readers_of_transcripts(hosts_up, admin):
+    """The host excerpts the messages a recovery writes only when the dashboard's user
+    may read transcripts (``texts``); an auditor's preview counts them, with no text."""
+    import json
+    import sqlite3
+
+    from django.contrib.auth.models import Group, User
+    from django.test import Client
+
+    from tests.views.test_roles import ensure_roles
+
+    profile = hosts_up["roots"]["host-a"] / "profiles" / "ops"
+    conn = sqlite3.connect(f"file:{profile / 'state.db'}?mode=ro", uri=True)
+    rows = conn.execute("SELECT role, content FROM messages WHERE session_id = ? AND role IN ('user', 'assistant') "
+                        "AND tool_calls IS NULL ORDER BY id", (SESSION,)).fetchall()
+    conn.close()
+    messages = [{"role": r, "content": c} for r, c in rows]
+    messages += [{"role": "user", "content": "remote: and then?"}, {"role": "assistant", "content": "remote: <b>this</b>"}]
+    snapshot = profile / "sessions" / f"session_{SESSION}.json"
+    snapshot.parent.mkdir(exist_ok=True)
+    snapshot.write_text(json.dumps({"session_id": SESSION, "messages": messages}))
+    try:
+        url = f"/fleet/p/{quote(KEY)}/s/{SESSION}/repair/"
+        page = admin.get(url, {"check": "history_lost"}).content.decode()
+        assert "recover_messages" in page and 'id="inserted"' in page
+        assert "remote: and then?" in page and "remote: &lt;b&gt;this&lt;/b&gt;" in page
+        ensure_roles()
+        auditor = User.objects.create_user("fleet-auditor", password="pw-auditor-long-enough")
+        auditor.groups.add(Group.objects.get(name="Auditor"))
+        other = Client()
+        other.force_login(auditor)
+        hidden = other.get(url, {"check": "history_lost"}).content.decode()
+        assert "recover_messages" in hidden and "is shown to users who may read transcripts" in hidden
+        assert "remote: and then?" not in hidden and "this</b>" not in hidden
+    finally:
+        snapshot.unlink()

@@ -132,6 +132,8 @@ time.sleep(600)
     after = verdict(default, sid, now)
     lock = next(e for e in after.evidence if e.source == "compression_lock")
     assert after.verdict == "live" and lock.holder_dead is None
+    # The admin is told why in plain words, not in the holder format's terms.
+    assert "cannot be checked from here" in lock.detail and "pidns" not in lock.detail
     assert verdict(default, sid, time.time() + 2 * HOUR).verdict == "not_live"  # TTL (300 s) passed
 
 

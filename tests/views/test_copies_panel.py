@@ -77,3 +77,61 @@ def test_no_copy(admin_client, hermes_home, settings, tmp_path):
     html = admin_client.get(f"/p/default/s/{SID}/copies/", HTTP_HX_REQUEST="true").content.decode()
     assert "No copy of this session on disk" in html
     assert not re.search(r"<table", html)
+
+
+KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"
+
+
+def _preview(client):
+    return client.get(f"/p/default/s/{SID}/repair/?check=history_lost").content.decode()
+
+
+def _with_key(snapshot):
+    """The snapshot's missing user message carries an API key."""
+    path = snapshot.profile.sessions_dir / f"session_{SID}.json"
+    data = json.loads(path.read_text())
+    data["messages"][-2]["content"] = f"and then? my key is {KEY}"
+    path.write_text(json.dumps(data))
+
+
+def test_recovery_preview_shows_the_text_it_will_insert(admin_client, snapshot, settings):
+    _with_key(snapshot)
+    html = _preview(admin_client)
+    assert "Recover 2 message(s)" in html
+    box = html[html.index('id="inserted"'):html.index("</details>", html.index('id="inserted"'))]
+    assert "The 2 messages it writes" in box
+    # In the order they go in, with their role, source copy and place; hostile text inert.
+    user, reply = box.index("<strong>user</strong>"), box.index("<strong>assistant</strong>")
+    assert user < reply and f"session_{SID}.json" in box and "after row" in box
+    assert f"and then? my key is {KEY}" in box
+    assert HOSTILE not in box and "&lt;script&gt;alert(&#x27;copy&#x27;)&lt;/script&gt;" in box
+    settings.HERMES_ADMIN_MASK_SECRETS = True
+    masked = _preview(admin_client)
+    assert KEY not in masked and "secret masked" in masked and "and then? my key is" in masked
+
+
+def test_recovery_preview_keeps_the_text_from_those_who_may_not_read_transcripts(snapshot):
+    ensure_roles()
+    user = User.objects.create_user("auditor", password="pw-auditor-long-enough")
+    user.groups.add(Group.objects.get(name="Auditor"))
+    client = Client()
+    client.force_login(user)
+    html = _preview(client)
+    assert "Recover 2 message(s)" in html
+    assert "The text of the 2 messages it writes is shown to users who may read transcripts." in html
+    assert "and then?" not in html and "alert" not in html and 'class="preview"' not in html
+
+
+def test_the_kept_plan_carries_no_message_text(admin_client, snapshot):
+    """What Apply executes (kept in the login session) and the audit trail records is
+    the plan, which names each message by copy and index: the texts are the preview's only."""
+    from sessions_app.presenters.health import repair_preview
+    from sessions_app.views.common import PLANS_SESSION_KEY
+
+    _with_key(snapshot)
+    shown = repair_preview(snapshot, SID, "history_lost", masked=False, texts=True)
+    assert shown.inserted[0]["text"].endswith(KEY) and shown.inserted_total == 2
+    assert KEY not in json.dumps(shown.plan_data) and "and then?" not in json.dumps(shown.plan_data)
+    assert "Recover 2 message(s)" in _preview(admin_client)
+    kept = json.dumps(admin_client.session[PLANS_SESSION_KEY])
+    assert "recover_messages" in kept and KEY not in kept and "and then?" not in kept

@@ -64,7 +64,7 @@ time.sleep(600)
         html = text(auditor.get(f"/p/default/s/{sid}/"))
         box = re.search(r'<section class="liveness liveness-live" id="liveness">(.*?)</section>', html, re.S).group(1)
         assert "compression lock" in box and "age " in box and f"pid {proc.pid}" in box
-        assert "host namespace" in box and "process running" in box and "blocks" in box
+        assert "runs on this machine" in box and "process running" in box and "blocks" in box
         assert "Delete…" not in box  # auditors see the evidence, not the action
         # A live session: no Delete button for the admin either, the reason instead.
         page = text(admin.get(f"/p/default/s/{sid}/"))

@@ -226,3 +226,32 @@ def test_repair_all_findings_of_one_kind(admin_client, home):
     assert admin_client.post("/p/ops/repair-all/duplicate_live_rows/apply/", {"plans": token}).status_code == 400
     assert admin_client.post("/p/default/repair-all/duplicate_live_rows/apply/", {"plans": "forged"}).status_code == 400
     assert admin_client.get("/p/default/repair-all/no_such_check/").status_code == 404
+
+
+def test_a_case_with_its_own_next_step_says_it_in_its_row(admin_client, home):
+    """history_lost of a session whose row is gone (its snapshot remains): the row
+    says why nothing is recovered; the check's general sentence, about losses no copy
+    holds, is not shown for it."""
+    from tests.checks.test_history_lost import SID, deleted_with_its_snapshot
+
+    deleted_with_its_snapshot(registry.get("default"))
+    check_pass(admin_client)
+    health = text(admin_client.get("/p/default/health/"))
+    group = health[health.index('id="check-history_lost"'):]
+    group = group[:group.index("</section>")]
+    row = group[group.index(f">{SID}</code>"):]
+    row = row[:row.index("</tr>")]
+    check = checks.get("history_lost")
+    from django.utils.html import escape
+    assert escape(check.next_step_for("session_gone")) in row and "no automatic repair." in row
+    assert 'class="next-step" data-check="history_lost"' not in group and check.next_step not in group
+
+
+def test_one_repairable_finding_is_repaired_from_its_row_not_a_repair_all(admin_client, home):
+    duplicate_without_count(registry.get("default"), IDS["long"])
+    check_pass(admin_client)
+    health = text(admin_client.get("/p/default/health/"))
+    group = health[health.index('id="check-duplicate_live_rows"'):]
+    group = group[:group.index("</section>")]
+    assert "Repair all findings of this kind" not in group
+    assert f'href="/p/default/s/{IDS["long"]}/repair/?check=duplicate_live_rows">Preview: Hide the duplicate messages' in group

@@ -85,7 +85,9 @@ class CopiesPanel:
     error: str = ""
 
 
-def _preview(message, masked: bool) -> str:
+def message_preview(message, masked: bool) -> str:
+    """The first :data:`PREVIEW_CHARS` characters of a copy's ``message`` (its content,
+    else its tool calls as JSON), masked when ``masked``; "…" marks a cut."""
     content = message.content
     if content is not None and not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False)
@@ -123,7 +125,7 @@ def _row(comp, previews: bool, masked: bool) -> CopyPanelRow:
             loaded = {}
         for item in items:
             if item.index in loaded:
-                item.preview = _preview(loaded[item.index], masked)
+                item.preview = message_preview(loaded[item.index], masked)
     name = copy.path.name if copy.kind not in ("backup", "trash") else "/".join(copy.path.parts[-2:])
     return CopyPanelRow(
         name, str(copy.path), copy.kind, KIND_LABELS.get(copy.kind, copy.kind), copy.mtime, copy.message_count,
