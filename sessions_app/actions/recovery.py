@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 
+from ..checks.registry import BY_CODE as CHECKS
 from ..stores import recovery, registry
 from ..stores.recovery.compare import rows_digest, store_messages
 from .base import Action, Change, Changed, one
@@ -136,6 +137,8 @@ class RecoverMessages(Action):
             plan.blocked, plan.next_step = schema_block, SCHEMA_NEXT_STEP
         elif not one(ctx.conn, "SELECT 1 FROM sessions WHERE id = ?", (sid,)):
             plan.blocked = "the session has no row in the store; recovery writes into an existing session only"
+            if not analysis.rows:  # gone since the check: the check's words for that case
+                plan.next_step = CHECKS["history_lost"].next_step_for("session_gone")
         plan.guard = self.state(ctx.conn, ctx.caps, plan)
         plan.inserted = tuple(rp.insertions)  # the preview's texts, never stored (Plan.inserted)
         return plan

@@ -148,8 +148,7 @@ def likely_cause(facts: dict | None, plan: recovery.RecoveryPlan, exists: bool,
                                 "leaves session_<id>.json behind) or its row was never written")
     leading = any(i.after_id is None for i in plan.insertions) or any(
         m.after_id is None for c in plan.comparisons for m in c.missing)
-    placeholder = (facts.get("source") if facts else source) == PLACEHOLDER
-    if placeholder and (leading or (facts and (facts["api_calls"] > facts["assistant_rows"]
+    if source == PLACEHOLDER and (leading or (facts and (facts["api_calls"] > facts["assistant_rows"]
                                                or facts.get("first_role") not in (None, "user")))):
         return "deleted_under_live_agent", (
             "the session row was deleted while an agent was still using it: its earlier messages went with it, "
@@ -188,13 +187,15 @@ class HistoryLost(Check):
         "the missing messages they can be recovered into the store at their place; the copies are never changed."
     )
     case_next_steps = {"session_gone": (
-        "The session's row is gone from the store, so nothing is recovered into it: recovery adds messages to a "
-        "session that is still there. The copies named in the finding keep the whole conversation and are never "
-        "changed: keep them, and look in the audit events for the deletion."
+        "The session is gone from the store (no row, no messages), so nothing is recovered into it: recovery adds "
+        "messages to a session that is still there. The copies named in the finding hold what the store lacks and "
+        "are never changed: keep them (the session's Copies on disk page lists them), and look in the audit events "
+        "for the deletion."
     )}
 
     def next_step_case(self, evidence: dict) -> str:
-        return "session_gone" if evidence.get("session_exists") is False and evidence.get("copies") else ""
+        gone = evidence.get("session_exists") is False and not evidence.get("store_rows")
+        return "session_gone" if gone and evidence.get("copies") else ""
 
     def run(self, ctx):
         scanned = scan_sessions_dir(ctx)
@@ -249,8 +250,8 @@ class HistoryLost(Check):
             shown = (f"{plural(facts['api_calls'], 'API call')} recorded but only "
                      f"{plural(facts['assistant_rows'], 'assistant reply', 'assistant replies')} stored")
             if facts.get("first_role") not in (None, "user"):
-                shown += f"; the first message is a{'n' if facts['first_role'][0] in 'aeiou' else ''} " \
-                         f"{facts['first_role']} message, not the user's"
+                # Any value a hand-made row holds ('', a number): quoted, never indexed.
+                shown += f"; the first message's role is {str(facts['first_role'])!r}, not 'user'"
             parts.insert(0, shown)
             parts.append("nothing on disk can restore it (no snapshot, request dump, transcript, backup or trash "
                          "entry holds the missing messages)")

@@ -43,16 +43,20 @@ def repair_preview(request, profile, session_id):
     code = request.GET.get("check", "")
     if code not in CHECKS:
         raise Http404("Unknown check")
+    texts = request.user.has_perm("sessions_app.view_transcripts")
+    # ``texts`` is sent only when asked for: a host of an earlier release refuses an
+    # argument it does not know, and then every preview of it would fail.
     answer = client.ask(view, "repair_preview", key=profile, session_id=session_id, check=code,
-                        masked=masking_for(request.user),
-                        texts=request.user.has_perm("sessions_app.view_transcripts"))
+                        masked=masking_for(request.user), **({"texts": True} if texts else {}))
     context = {"host": view, "key": profile, "session_id": session_id, "check": CHECKS[code], "answer": answer}
     if not answer.ok:
         return render(request, "fleet/repair.html", context, status=503)
     shown = answer.data
     plan_data = shown["plan_data"]
     context.update(finding=shown["finding"], plan=shown["plan"], live=shown["live"], first=shown["first"],
-                   permission=shown["permission"], inserted=shown.get("inserted") or [],
+                   permission=shown["permission"],
+                   # Not trusted to the host alone: no text for a user who may not read it.
+                   inserted=(shown.get("inserted") or []) if texts else [],
                    inserted_total=shown.get("inserted_total") or 0,
                    can_apply=request.user.has_perm(f"sessions_app.{shown['permission']}") and view.reachable,
                    changes=change_table(shown["plan"]["changes"]) if shown["plan"] else None,

@@ -4,7 +4,6 @@ repair preview of one finding (live check, plan, liveness), masked once."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -17,7 +16,7 @@ from ..checks.registry import BY_CODE as CHECKS
 from ..health import latest, staleness
 from ..secrets import Masker, mask_remembered, masker_for
 from ..stores import liveness
-from ..stores.recovery.panel import message_preview
+from ..stores.recovery.panel import copy_name, message_preview
 from . import NotFound
 from .changes import ChangeTable, change_table
 from ..checks.damage import pass_damage
@@ -54,7 +53,8 @@ class HealthPage:
     ``repair_all_url`` (a store-wide finding's preview)
     where they apply and ``first`` (``[{"heal", "check"}]``: the session's repairs to
     apply before this one, ``actions.registry.repair_first``); ``unrepaired`` counts the findings without a repair (the page
-    then shows the check's ``next_step``), ``own_next_step`` those of them whose case
+    then shows the check's ``next_step``), ``repair_all`` whether to offer *Repair all* (more than one
+    repairable finding, or one whose row is past those shown), ``own_next_step`` those of them whose case
     has its own (``Check.next_step_for``: the row's ``next_step``, shown in the row) and
     ``shared_next_step`` the rest, which the check's sentence covers, ``repairable`` those with one (*Repair all
     findings of this kind*)."""
@@ -74,7 +74,8 @@ def health_page(store, *, user) -> HealthPage:
     health.stale = staleness(store, health)
     masker = masker_for(user)
     urls = {kind: session_url_maker(name, store.key) for kind, name in
-            (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"))}
+            (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"),
+             ("copies_url", "session_copies"))}
     damage = None if health.stale else pass_damage(health)
     groups: dict[str, dict] = {}
     for finding in health.findings:
@@ -101,12 +102,16 @@ def health_page(store, *, user) -> HealthPage:
             group["repairable"] += 1
         if len(group["rows"]) >= SHOWN_PER_CHECK:
             continue
+        if finding.get("heal") in ACTIONS:
+            group["repairable_shown"] = group.get("repairable_shown", 0) + 1
         # Details may quote store text; the stored pass's are the same on every view.
         row = {**finding, "detail": mask_remembered(finding["detail"]) if masker else finding["detail"],
                "next_step": next_step}
         sid = finding.get("session_id")
         if sid:
-            row["session_url"] = urls["session_url"](sid)
+            # A session gone from the store has no page: its copies on disk have one.
+            row["session_url"] = urls["copies_url" if finding.get("next_step_case") == "session_gone"
+                                      else "session_url"](sid)
             if finding.get("heal"):
                 row["repair_url"] = urls["repair_url"](sid)
                 # A repair this one depends on is offered first (a hide before the recount).
@@ -122,6 +127,9 @@ def health_page(store, *, user) -> HealthPage:
         group["rows"].append(row)
     for group in groups.values():
         group["shared_next_step"] = group["unrepaired"] - group["own_next_step"]
+        # One repairable finding is repaired from its row; a button for it alone is
+        # noise, unless its row is past the rows shown.
+        group["repair_all"] = group["repairable"] > 1 or group["repairable"] > group.get("repairable_shown", 0)
         mixed = len(group["by_severity"]) > 1
         group["severities"] = (sorted(group["by_severity"].items(), key=lambda kv: SEVERITY_RANK.get(kv[0], 9))
                                if mixed else [])
@@ -230,6 +238,6 @@ def _inserted(plan, texts: bool, masked: bool) -> tuple[list[dict], int]:
     found = plan.inserted if plan is not None else ()
     if not texts:
         return [], len(found)
-    return [{"role": i.message.role, "source": os.path.basename(i.source.path), "kind": i.source.kind,
+    return [{"role": i.message.role, "source": copy_name(i.source.path, i.source.kind), "kind": i.source.kind,
              "after_id": i.after_id, "text": message_preview(i.message, masked)}
             for i in found[:SHOWN_INSERTED]], len(found)

@@ -37,13 +37,15 @@ class RepairAll:
     ``held`` (the repairs to apply first) or neither (in ``plans``), masked.
     ``plans``: the unmasked plan dicts to sign (at most :data:`REPAIR_ALL_MAX`);
     ``left``: applicable plans beyond that cap; ``unrepaired``: findings of the check
-    with no repair; ``error``: the store could not be checked (status: reason)."""
+    with no repair, ``unrepaired_steps`` ``[(count, next step)]`` of them by case
+    (``Check.next_step_for``); ``error``: the store could not be checked (status: reason)."""
 
     check: object
     rows: list[dict] = field(default_factory=list)
     plans: list[dict] = field(default_factory=list)
     left: int = 0
     unrepaired: int = 0
+    unrepaired_steps: list = field(default_factory=list)
     permissions: set = field(default_factory=set)
     error: str = ""
 
@@ -61,6 +63,11 @@ def repair_all_preview(store, code: str, *, user) -> RepairAll:
         return out
     findings = [f for f in report.findings if f.check == code]
     out.unrepaired = sum(1 for f in findings if not f.heal)
+    steps: dict[str, int] = {}
+    for f in findings:
+        if not f.heal:
+            steps[f.next_step_case] = steps.get(f.next_step_case, 0) + 1
+    out.unrepaired_steps = [(n, check.next_step_for(case)) for case, n in sorted(steps.items())]
     findings = [f for f in findings if f.heal in ACTIONS]
     held = _held_back(store, {f.heal for f in findings})
     masker = masker_for(user)

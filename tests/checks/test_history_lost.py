@@ -10,7 +10,7 @@ from sessions_app.checks import run_store_checks
 from sessions_app.stores import recovery
 from sessions_app.stores import session_files as sf
 
-from .helpers import findings, hermes
+from .helpers import damage, findings, hermes
 
 HOUR = 3600
 SID = "20260401_100000_de1e7e"
@@ -319,9 +319,15 @@ def test_a_deleted_session_whose_snapshot_remains(store):
     assert (f.heal, f.evidence["cause"], f.evidence["session_exists"]) == (None, "not_in_store", False)
     assert f.evidence["copies"][0]["missing"] == 4 and "likely cause: the session is not in the store" in f.detail
     check = get("history_lost")
-    assert f.next_step_case == "session_gone" and f.next_step_case in finding_json(f)["next_step_case"]
+    assert f.next_step_case == "session_gone" == finding_json(f)["next_step_case"]
     step = check.next_step_for(f.next_step_case)
-    assert step != check.next_step and "row is gone" in step and "When no copy holds" not in step
+    assert step != check.next_step and "gone from the store" in step and "When no copy holds" not in step
+    # Planned anyway (the row went between a check and its preview): blocked, the same words.
+    from sessions_app.actions.registry import plan_for
+    with s.read() as conn:
+        plan = plan_for(s, conn, s.capabilities(conn), f.__class__(
+            check="history_lost", severity="warning", session_id=SID, count=4, detail="", heal="recover_messages"))
+    assert "no row in the store" in plan.blocked and plan.next_step == step
     # A loss with no copy at all keeps the general words.
     deleted_under_live_agent(store("ops"), snapshot=False)
     [plain] = findings(run_store_checks(store("ops"), now=later()), "history_lost", SID)
@@ -366,3 +372,17 @@ save_snapshot(sid, memory + [{{"role": "user", "content": "Question 3: what is 3
     [f] = findings(run_store_checks(s, now=later()), "history_lost", SID)
     assert f.evidence["counters"] is None and f.evidence["cause"] == "deleted_under_live_agent"
     assert "deleted while an agent was still using it" in f.detail and f.heal == "recover_messages"
+
+
+def test_a_placeholder_whose_first_role_is_empty_is_still_judged(store):
+    """A hand-edited first row with role '' (or any odd value): the detail quotes it,
+    the check does not fail."""
+    s = store("default")
+    deleted_under_live_agent(s, snapshot=False)
+    with damage(s) as db:
+        db.execute("UPDATE messages SET role = '' WHERE id = (SELECT MIN(id) FROM messages WHERE session_id = ?)",
+                   (SID,))
+    report = run_store_checks(s, now=later())
+    assert report.failed_checks == [], report.failed_checks
+    [f] = findings(report, "history_lost", SID)
+    assert "the first message's role is '', not 'user'" in f.detail

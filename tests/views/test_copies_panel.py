@@ -90,7 +90,7 @@ def _with_key(snapshot):
     """The snapshot's missing user message carries an API key."""
     path = snapshot.profile.sessions_dir / f"session_{SID}.json"
     data = json.loads(path.read_text())
-    data["messages"][-2]["content"] = f"and then? my key is {KEY}"
+    data["messages"][-2]["content"] = f"and then? my key is {KEY} \x1b[31m"
     path.write_text(json.dumps(data))
 
 
@@ -101,9 +101,9 @@ def test_recovery_preview_shows_the_text_it_will_insert(admin_client, snapshot, 
     box = html[html.index('id="inserted"'):html.index("</details>", html.index('id="inserted"'))]
     assert "The 2 messages it writes" in box
     # In the order they go in, with their role, source copy and place; hostile text inert.
-    user, reply = box.index("<strong>user</strong>"), box.index("<strong>assistant</strong>")
+    user, reply = box.index("<strong><bdi>user</bdi></strong>"), box.index("<strong><bdi>assistant</bdi></strong>")
     assert user < reply and f"session_{SID}.json" in box and "after row" in box
-    assert f"and then? my key is {KEY}" in box
+    assert f"and then? my key is {KEY} \ufffd[31m" in box and "\x1b" not in html  # controls shown, inert
     assert HOSTILE not in box and "&lt;script&gt;alert(&#x27;copy&#x27;)&lt;/script&gt;" in box
     settings.HERMES_ADMIN_MASK_SECRETS = True
     masked = _preview(admin_client)
@@ -123,14 +123,14 @@ def test_recovery_preview_keeps_the_text_from_those_who_may_not_read_transcripts
 
 
 def test_the_kept_plan_carries_no_message_text(admin_client, snapshot):
-    """What Apply executes (kept in the login session) and the audit trail records is
-    the plan, which names each message by copy and index: the texts are the preview's only."""
+    """What Apply executes (kept in the login session, and what its audit event records)
+    is the plan, which names each message by copy and index: the texts are the preview's only."""
     from sessions_app.presenters.health import repair_preview
     from sessions_app.views.common import PLANS_SESSION_KEY
 
     _with_key(snapshot)
     shown = repair_preview(snapshot, SID, "history_lost", masked=False, texts=True)
-    assert shown.inserted[0]["text"].endswith(KEY) and shown.inserted_total == 2
+    assert KEY in shown.inserted[0]["text"] and shown.inserted_total == 2
     assert KEY not in json.dumps(shown.plan_data) and "and then?" not in json.dumps(shown.plan_data)
     assert "Recover 2 message(s)" in _preview(admin_client)
     kept = json.dumps(admin_client.session[PLANS_SESSION_KEY])

@@ -245,6 +245,13 @@ def test_a_case_with_its_own_next_step_says_it_in_its_row(admin_client, home):
     from django.utils.html import escape
     assert escape(check.next_step_for("session_gone")) in row and "no automatic repair." in row
     assert 'class="next-step" data-check="history_lost"' not in group and check.next_step not in group
+    # The session has no page any more; its row links to its copies on disk.
+    assert f'<a href="/p/default/s/{SID}/copies/"><code>{SID}</code></a>' in group  # bidi markup stripped
+    assert admin_client.get(f"/p/default/s/{SID}/").status_code == 404
+    assert f"session_{SID}.json" in text(admin_client.get(f"/p/default/s/{SID}/copies/"))
+    every = text(admin_client.get("/p/default/repair-all/history_lost/"))
+    assert f"1 finding of this kind has no automatic repair. {escape(check.next_step_for('session_gone'))}" in every
+    assert check.next_step not in every
 
 
 def test_one_repairable_finding_is_repaired_from_its_row_not_a_repair_all(admin_client, home):

@@ -162,7 +162,7 @@ def test_session_page_shows_metadata_and_transcript(admin_client, hermes_home, p
     for sid, info in sessions.items():
         html = text_of(admin_client.get(f"/p/{profile}/s/{sid}/?size=500"))
         assert f"{info['active_messages']} visible messages" in html, sid
-        ids = re.findall(r'<article class="msg[^"]*" id="m(-?\d+)"', html)
+        ids = message_ids(html)
         nested = re.findall(r'id="m(-?\d+)">#\d+</a>', html)
         assert len(ids) + len(nested) == info["active_messages"], sid
 
@@ -327,7 +327,7 @@ def test_unknown_export_format_is_404(admin_client, hermes_home):
 
 def test_raw_message_view_returns_full_text(admin_client, hermes_home):
     html = text_of(admin_client.get(f"/p/default/s/{IDS['cli_main']}/"))
-    first = re.search(r'id="m(-?\d+)"', html).group(1)
+    first = message_ids(html)[0]
     response = admin_client.get(f"/p/default/s/{IDS['cli_main']}/m/{first}/")
     assert response["Content-Type"].startswith("text/plain")
     assert "build" in response.content.decode()

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...secrets import mask
 from ..connection import classify_error
 from ..copies import CopyError
+from ..transcript import visible_text
 from .analysis import analyse
 
 PREVIEW_CHARS = 240
@@ -85,6 +87,13 @@ class CopiesPanel:
     error: str = ""
 
 
+def copy_name(path, kind: str) -> str:
+    """How pages name a copy: its file name, with its folder for a backup or a trash
+    entry (their files are all called ``state.db``)."""
+    parts = Path(path).parts
+    return parts[-1] if kind not in ("backup", "trash") else "/".join(parts[-2:])
+
+
 def message_preview(message, masked: bool) -> str:
     """The first :data:`PREVIEW_CHARS` characters of a copy's ``message`` (its content,
     else its tool calls as JSON), masked when ``masked``; "…" marks a cut."""
@@ -95,7 +104,7 @@ def message_preview(message, masked: bool) -> str:
     if not text and message.tool_calls:
         calls = message.tool_calls
         text = "tool calls: " + (calls if isinstance(calls, str) else json.dumps(calls, ensure_ascii=False))
-    text = text[:PREVIEW_CHARS * 4]
+    text = visible_text(text[:PREVIEW_CHARS * 4])  # control characters shown as U+FFFD, as in the transcript
     if masked:
         text = mask(text)
     return text[:PREVIEW_CHARS] + ("…" if len(text) > PREVIEW_CHARS else "")
@@ -126,7 +135,7 @@ def _row(comp, previews: bool, masked: bool) -> CopyPanelRow:
         for item in items:
             if item.index in loaded:
                 item.preview = message_preview(loaded[item.index], masked)
-    name = copy.path.name if copy.kind not in ("backup", "trash") else "/".join(copy.path.parts[-2:])
+    name = copy_name(copy.path, copy.kind)
     return CopyPanelRow(
         name, str(copy.path), copy.kind, KIND_LABELS.get(copy.kind, copy.kind), copy.mtime, copy.message_count,
         len(comp.pairs), len(comp.hidden), comp.missing_count, sum(len(d.indexes) for d in comp.differing),
