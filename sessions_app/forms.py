@@ -21,7 +21,7 @@ class SessionFilterForm(forms.Form):
     check = forms.ChoiceField(required=False, label="health")
     order = forms.ChoiceField(required=False, label="sort by", choices=list(ORDERS.items()))
     # Set by the column headers (each order has its own first direction, listing.DESCENDING).
-    dir = forms.ChoiceField(required=False, choices=[("", "the order's own"), ("asc", "ascending"), ("desc", "descending")])
+    dir = forms.ChoiceField(required=False, choices=[("", "default for the column"), ("asc", "ascending"), ("desc", "descending")])
     archived = forms.ChoiceField(required=False, choices=[("", "archived or not"), ("yes", "archived"),
                                                           ("no", "not archived")])
     pinned = forms.ChoiceField(required=False, choices=[("", "pinned or not"), ("yes", "pinned"), ("no", "not pinned")])

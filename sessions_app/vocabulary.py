@@ -49,3 +49,9 @@ RUN_KINDS = {
     "prune_check": "prune check",  # ``prune_sessions`` without --apply: what would go, nothing written
     "flags": "flag change",  # archive, pin, hide… on selected sessions
 }
+
+# What pages call each kind of liveness evidence (``stores.liveness.Evidence.source``).
+LIVENESS_SOURCES = {
+    "turn_lease": "turn lease", "compression_lock": "compression lock", "registry": "active-session registry",
+    "gateway": "gateway routing", "activity": "recent activity", "unknown": "unreadable evidence",
+}

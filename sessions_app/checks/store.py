@@ -232,7 +232,7 @@ class StoreCorrupt(Check):
     next_step = (
         "Stop every Hermes process of this profile and keep a copy of state.db with its -wal, then "
         "salvage it with 'hermes sessions recover --source state.db --output <new.db>' and install the "
-        "result. The dashboard never writes to a damaged store."
+        "result."
     )
     explanation = (
         "SQLite's own consistency check found damage outside the full-text index: pages or "
@@ -262,14 +262,15 @@ class SchemaOutdated(Check):
     scope = "store"
     title = "Store predates the newest schema"
     next_step = (
-        "Nothing to do unless you need the missing features: the next run of a newer Hermes on this "
-        "profile adds the tables and columns itself."
+        "Nothing to do unless you need the missing features: a Hermes that has them adds the tables and "
+        "columns itself the next time it runs on this profile."
     )
     explanation = (
-        "The store lacks tables or columns that the newest Hermes has (it was last opened by an "
-        "older release). That is normal for a profile nobody used since an upgrade: Hermes adds "
-        "them itself on its next writable open. Features that rely on them (turn leases, "
-        "heartbeats, owner stamps...) are simply off for this store."
+        "The store lacks tables or columns of the newest store shape the dashboard knows, which may be "
+        "newer than any Hermes release (the upstream development branch): its release wrote an older "
+        "shape. That is normal: a Hermes that has them adds them itself on its next writable open. "
+        "Features that rely on them (turn leases, heartbeats, owner stamps...) are simply off for "
+        "this store."
     )
 
     def run(self, ctx):

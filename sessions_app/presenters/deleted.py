@@ -1,8 +1,10 @@
 """The page of a session its store no longer holds: what the dashboard knows of where it went.
 
 Read from the dashboard's own records only — the trash entries (their
-``manifest.json``) and the audit events — never from a store, never writing
-anything (docs/architecture.md §6, "trash"). A session deleted by Hermes itself or
+``manifest.json``), the audit events and the latest stored check pass (what it
+found of the id: a loss, leftover files) — never from a store, never writing
+anything (docs/architecture.md §6, "trash"). The page loads the id's copies on
+disk beside it (the session page's *Copies on disk* panel). A session deleted by Hermes itself or
 by hand, of which the dashboard keeps no record, is said to be unknown.
 """
 
@@ -16,7 +18,9 @@ from .. import trash
 from ..actions.deletion.plan import DELETE_ACTION, RESTORE_ACTION
 from ..actions.prune import PRUNE_ACTION
 from ..models import AuditEvent
-from ..secrets import masker_for
+from ..checks.registry import BY_CODE as CHECKS
+from ..health import latest
+from ..secrets import mask_remembered, masker_for
 
 MOVE_ACTION = "move_to_owner_store"
 PURGE_ACTION = "purge_trash"
@@ -33,7 +37,9 @@ class DeletedSession:
     entry while it holds the rows (``deleted`` or ``pending``), else None;
     ``purged``: the ``purge_trash`` event that removed that entry. ``at``: epoch
     seconds of the deletion, ``by``: who. ``title``: as the trash kept it, masked.
-    ``events``: the audit events naming the session, newest first."""
+    ``events``: the audit events naming the session, newest first. ``findings``:
+    ``(finding dict, Check | None, next step)`` of the id in the latest stored pass
+    (details masked), so the page agrees with the health page that linked it."""
 
     profile: str
     session_id: str
@@ -46,6 +52,7 @@ class DeletedSession:
     title: str = ""
     event: AuditEvent | None = None
     events: list = field(default_factory=list)
+    findings: list = field(default_factory=list)
 
 
 def _events(profile: str, session_id: str) -> list[AuditEvent]:
@@ -93,7 +100,12 @@ def deleted_session(profile: str, session_id: str, *, user) -> DeletedSession:
         else:  # deleted into the trash, whose entry is gone: purged (or removed by hand)
             shown.purged = next((e for e in shown.events if e.action == PURGE_ACTION
                                  and e.created_at >= gone.created_at), None)
+    masker = masker_for(user)
     if shown.title:
-        masker = masker_for(user)
         shown.title = masker(shown.title) if masker else shown.title
+    for f in latest([profile])[profile].findings_of(session_id):
+        check = CHECKS.get(f["check"])
+        detail = mask_remembered(f["detail"]) if masker else f["detail"]
+        step = check.next_step_for(f.get("next_step_case", "")) if check and not f.get("heal") else ""
+        shown.findings.append(({**f, "detail": detail}, check, step))
     return shown

@@ -67,6 +67,14 @@ class HealthPage:
     damage: dict | None = None  # checks.damage.known_damage: no heal or migration offered then
 
 
+def store_damage(store) -> dict | None:
+    """The store's known damage (``checks.damage.pass_damage``: ``{"check", "title",
+    "detail", "next_step"}``) from its latest check pass, while its files are as
+    that pass found them; None otherwise. Pages that write offer nothing then."""
+    health = latest([store.key])[store.key]
+    return None if staleness(store, health) else pass_damage(health)
+
+
 def health_page(store, *, user) -> HealthPage:
     """Findings of the latest pass over ``store``, and whether the store changed
     since (``health.stale``: ``os.stat`` of its files; no store is opened)."""
@@ -74,8 +82,7 @@ def health_page(store, *, user) -> HealthPage:
     health.stale = staleness(store, health)
     masker = masker_for(user)
     urls = {kind: session_url_maker(name, store.key) for kind, name in
-            (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"),
-             ("copies_url", "session_copies"))}
+            (("session_url", "session"), ("repair_url", "repair_preview"), ("collision_url", "session_collision"))}
     damage = None if health.stale else pass_damage(health)
     groups: dict[str, dict] = {}
     for finding in health.findings:
@@ -109,9 +116,9 @@ def health_page(store, *, user) -> HealthPage:
                "next_step": next_step}
         sid = finding.get("session_id")
         if sid:
-            # A session gone from the store has no page: its copies on disk have one.
-            row["session_url"] = urls["copies_url" if finding.get("next_step_case") == "session_gone"
-                                      else "session_url"](sid)
+            # A session gone from the store links to its "not in this profile" page,
+            # which shows these findings and its copies on disk.
+            row["session_url"] = urls["session_url"](sid)
             if finding.get("heal"):
                 row["repair_url"] = urls["repair_url"](sid)
                 # A repair this one depends on is offered first (a hide before the recount).

@@ -34,6 +34,7 @@ from ..checks.registry import BY_CODE as CHECKS
 from ..health import SEVERITY_ORDER as SEVERITY_RANK
 from ..health import ProfileHealth, latest, staleness
 from ..secrets import masker_for
+from ..vocabulary import LIVENESS_SOURCES
 from ..stores import jsonl, registry
 from ..stores import liveness as live_mod
 from ..stores.lineage import Lineage
@@ -63,8 +64,7 @@ USAGE_COLUMNS = (
 
 # Why the flags box offers no rename/archive/pin/hide now, by the session's liveness
 # verdict (docs/store.md §7); a verdict not listed lets the writes through.
-FLAG_REFUSED = {"live": "the session looks live (an agent holds it)",
-                "maybe_live": "the session looks maybe live (recent activity)"}
+FLAG_REFUSED = {"live": "the session looks live", "maybe_live": "the session looks maybe live"}
 
 
 @dataclass
@@ -157,7 +157,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         flags = flags_box(store, session_id, session, conn, caps)  # on this connection, not one of its own
         # A rename or flag write refuses any session not judged not-live (ground rule 6,
         # actions.guarded.refuse_live): the box offers no control that would only refuse.
-        flags["refused"] = FLAG_REFUSED.get(box.verdict, "")
+        flags["refused"] = _flag_refusal(box)
         stored = counted > LIVE_CHECK_ROWS and not recheck
         # The session's own checks on this connection (its text read strictly for them).
         checked = None if stored else run_store_checks(store, session_id=session_id, conn=conn, now=now,
@@ -303,14 +303,17 @@ def message_markers(findings) -> dict[int, list]:
 
     Any evidence entry named ``*message_ids``/``*_ids`` (a list of ids) or
     ``*message_id`` (one id) points at messages; ``unanswered_turn`` marks where
-    the missing reply should be.
+    the missing reply should be. A finding about a whole range of the session
+    (``first_message_id``..``last_message_id``: orphan rows) marks no row: the
+    findings box says it once, instead of a banner under every message.
     """
     marks: dict[int, list] = {}
     for finding in findings:
         ids: set[int] = set()
-        for key, value in (finding.evidence or {}).items():
-            if key in ("first_message_id", "last_message_id"):
-                continue  # ranges (orphan rows): the whole transcript is concerned
+        evidence = finding.evidence or {}
+        if "first_message_id" in evidence and "last_message_id" in evidence:
+            continue
+        for key, value in evidence.items():
             if (key.endswith("_ids") or key == "hide") and isinstance(value, list):
                 ids.update(v for v in value if isinstance(v, int))
             elif key.endswith("message_id") and isinstance(value, int):
@@ -324,3 +327,14 @@ def _next_step(finding: Finding) -> str:
     """The check's next step for ``finding`` when it carries no repair (``Check.next_step_for``)."""
     check = CHECKS.get(finding.check)
     return check.next_step_for(finding.next_step_case) if check and not finding.heal else ""
+
+
+def _flag_refusal(box: "LivenessBox") -> str:
+    """Why renames and flags are refused now, naming the evidence the box shows
+    (a gateway's routing entry, a lease…), or "" when they are not."""
+    words = FLAG_REFUSED.get(box.verdict, "")
+    if not words:
+        return ""
+    sources = sorted({LIVENESS_SOURCES.get(i["e"].source, i["e"].source) for i in box.items if i["e"].blocks}
+                     or {LIVENESS_SOURCES.get(i["e"].source, i["e"].source) for i in box.items})
+    return f"{words} ({', '.join(sources)})" if sources else words

@@ -90,7 +90,7 @@ class Criteria:
         """In words, e.g. ``ended more than 90 days ago, source cron, empty``."""
         parts = ["ended"]
         if self.older_than_days is not None:
-            parts[0] = f"ended more than {self.older_than_days:g} days ago"
+            parts[0] = f"ended more than {self.older_than_days:g} day{'' if self.older_than_days == 1 else 's'} ago"
         if self.sources:
             parts.append("source " + " or ".join(self.sources))
         if self.empty:

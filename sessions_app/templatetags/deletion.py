@@ -8,6 +8,7 @@ from __future__ import annotations
 from django import template
 
 from .. import timefmt
+from ..vocabulary import LIVENESS_SOURCES as SOURCE_LABELS
 
 register = template.Library()
 
@@ -15,10 +16,6 @@ VERDICT_LINES = {  # shown after the verdict word itself ("live — …")
     "live": "a Hermes process holds this session; it cannot be deleted now.",
     "maybe_live": "something suggests an agent may still use this session; deleting needs an override.",
     "not_live": "no lease, lock, open surface, routing gateway or recent activity.",
-}
-SOURCE_LABELS = {
-    "turn_lease": "turn lease", "compression_lock": "compression lock", "registry": "active-session registry",
-    "gateway": "gateway routing", "activity": "recent activity", "unknown": "unreadable evidence",
 }
 
 

@@ -181,6 +181,14 @@ def check_title(code):
 
 
 @register.filter
+def check_repair_title(code):
+    """The title of the repair check ``code`` offers, as the health page's *Preview:*
+    links name it ('' for a check without one)."""
+    check = CHECKS.get(code) if isinstance(code, str) else None
+    return _repair_title(check.heal) if check and check.heal else ""
+
+
+@register.filter
 def repair_title(name):
     """The human title of a repair ``name`` (``actions.registry.TITLES``)."""
     return _repair_title(name) if isinstance(name, str) else ""

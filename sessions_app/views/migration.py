@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ..presenters import NotFound
+from ..presenters.health import store_damage
 from ..presenters.migration import MIGRATION_CHECKS, collision_page, jsonl_page, may_apply, migration_rows
 from .common import plan_token, plans_of, refuse_token, require_perm, store_view, token_refusal
 from .health import _start
@@ -59,7 +60,7 @@ def migrate_profile(request, store):
     return render(request, "sessions/migrate.html", {
         "store": store, "imports": [r for r in rows if r["plan"].action == "import_jsonl_transcript"],
         "moves": [r for r in rows if r["plan"].action == "move_to_owner_store"], "ready": len(ready),
-        "token": token, "can_run": request.user.has_perm("sessions_app.run_heal"),
+        "token": token, "can_run": request.user.has_perm("sessions_app.run_heal"), "damage": store_damage(store),
     })
 
 

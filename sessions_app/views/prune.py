@@ -24,6 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from .. import jobs, runs, trash
 from ..bidi import isolate
+from ..presenters.health import store_damage
 from ..secrets import mask, masking_for
 from ..stores import autoprune, registry
 from ..stores.listing import distinct_sources
@@ -93,7 +94,9 @@ def _page(request, stores, fixed=None):
     form = PruneForm(request.GET or None, profiles=keys, sources=distinct_sources(stores))
     context = {"form": form, "fixed": fixed, "report": None, "token": "", "auto": _auto(stores, request.user),
                "shown_units": SHOWN_UNITS, "units_slice": f":{SHOWN_UNITS}", "auto_slice": f":{SHOWN_AUTO}", "retention_days": trash.retention_days(),
-               "confirm_max": CONFIRM_MAX}
+               "confirm_max": CONFIRM_MAX, "damage": store_damage(fixed) if fixed else None}
+    if context["damage"]:  # nothing is pruned from a damaged store: no form, the advice
+        return render(request, "sessions/prune.html", context)
     if not form.is_bound or not form.is_valid():
         return render(request, "sessions/prune.html", context)
     criteria = form.cleaned_data["criteria"]

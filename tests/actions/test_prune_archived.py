@@ -93,3 +93,8 @@ def test_the_command_takes_include_archived(aged_home):
                                "--json")
     assert d["long"] in planned(report, "default")
     assert report["criteria"]["include_archived"] is True
+
+
+def test_the_criteria_in_words_count_their_days():
+    assert Criteria(older_than_days=1).describe().startswith("ended more than 1 day ago")
+    assert Criteria(older_than_days=90, empty=True).describe().startswith("ended more than 90 days ago, empty")

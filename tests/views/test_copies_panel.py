@@ -52,6 +52,7 @@ def test_panel_lists_copies_and_compares_them(admin_client, snapshot):
     assert html.lstrip().startswith('<section class="copies-box"')  # the fragment, no page around it
     assert f"session_{SID}.json" in html and "session snapshot" in html
     assert "2 messages the store lacks can be recovered" in html
+    assert "Preview: Recover the lost messages</a>" in html  # as the health page names it
     assert "missing from the store" in html
     assert HOSTILE not in html and "&lt;script&gt;alert(&#x27;copy&#x27;)&lt;/script&gt;" in html
     # The dump that is not JSON: listed, incomplete, its text never quoted.

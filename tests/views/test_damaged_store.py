@@ -178,6 +178,19 @@ def test_health_page_gives_the_salvage_advice_once_and_sqlites_text_folded(clien
 def test_the_damaged_profile_page_links_its_health_page(client, laptop):
     page = client.get("/p/laptop/")
     assert page.status_code == 503 and 'href="/p/laptop/health/"' in page.content.decode()
+    # Its sessions are not listed, but what still reads can be found and saved.
+    body = text(page)
+    assert 'id="still-readable"' in body and 'href="/p/laptop/search/"' in body
+    found = text(client.get("/p/laptop/search/", {"q": "build"}))
+    assert f'href="/p/laptop/s/{laptop["cli_main"]}/' in found
+
+
+def test_a_damaged_stores_session_page_gives_its_advice_once(client, laptop):
+    body = text(client.get(f"/p/laptop/s/{laptop['cli_main']}/"))
+    assert body.count(ADVICE) == 1 and 'see <a href="#no-writes">the notice below</a>' in body
+    notice = body[body.index('id="no-writes"'):]
+    notice = notice[:notice.index("</p>")]
+    assert "Store is structurally damaged" not in notice and "writes nothing to it" in notice
 
 
 def test_overview_and_usage_say_which_figures_come_from_the_damaged_store(client, laptop):
@@ -201,3 +214,14 @@ def test_search_everywhere_says_a_damaged_store_was_searched_but_is_damaged(clie
     assert "searched, but the store is damaged" in row and "/p/laptop/health/" in row
     other = re.search(r'<tr data-profile="ops">.*?</tr>', html, re.S).group(0)
     assert "damaged" not in other
+
+
+def test_migration_and_prune_pages_of_a_damaged_store_offer_nothing(client, laptop):
+    for url, what in (("/p/laptop/migrate/", "No import or move here"), ("/p/laptop/prune/", "No prune here")):
+        body = text(client.get(url))
+        assert 'id="no-writes"' in body and what in body and ADVICE in body, url
+    migrate = text(client.get("/p/laptop/migrate/"))
+    assert "--apply" not in migrate and "Apply " not in migrate
+    prune = text(client.get("/p/laptop/prune/", {"older_than": "1"}))
+    assert "prune-form" not in prune and "Show what would go" not in prune and "prune-confirm" not in prune
+    assert "prune-form" in text(client.get("/p/default/prune/"))  # a readable store keeps its form

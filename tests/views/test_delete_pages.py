@@ -72,7 +72,7 @@ time.sleep(600)
         assert "Deletion is refused now: an agent holds this session" in page
         # Rename and the flags would refuse too: no control, the reason once.
         assert 'class="rename-form"' not in page and "flag-form" not in page and "Archive</button>" not in page
-        assert page.count("Rename, archive, pin and hide are refused now: the session looks live") == 1
+        assert page.count("Rename, archive, pin and hide are refused now: the session looks live (compression lock)") == 1
     finally:
         stop(proc)
     html = text(auditor.get(f"/p/default/s/{sid}/"))

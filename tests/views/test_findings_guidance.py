@@ -245,9 +245,15 @@ def test_a_case_with_its_own_next_step_says_it_in_its_row(admin_client, home):
     from django.utils.html import escape
     assert escape(check.next_step_for("session_gone")) in row and "no automatic repair." in row
     assert 'class="next-step" data-check="history_lost"' not in group and check.next_step not in group
-    # The session has no page any more; its row links to its copies on disk.
-    assert f'<a href="/p/default/s/{SID}/copies/"><code>{SID}</code></a>' in group  # bidi markup stripped
-    assert admin_client.get(f"/p/default/s/{SID}/").status_code == 404
+    # The row's link: the session is not in the store (HTTP 404), and that page says
+    # what the check found, with the same next step, and loads its copies on disk.
+    assert f'<a href="/p/default/s/{SID}/"><code>{SID}</code></a>' in group  # bidi markup stripped
+    gone = admin_client.get(f"/p/default/s/{SID}/")
+    assert gone.status_code == 404
+    page = without_bidi_markup(gone.content.decode())
+    assert "What the latest check found of this id" in page and "Part of the conversation is missing" in page
+    assert escape(check.next_step_for("session_gone")) in page
+    assert f'hx-get="/p/default/s/{SID}/copies/"' in page
     assert f"session_{SID}.json" in text(admin_client.get(f"/p/default/s/{SID}/copies/"))
     every = text(admin_client.get("/p/default/repair-all/history_lost/"))
     assert f"1 finding of this kind has no automatic repair. {escape(check.next_step_for('session_gone'))}" in every

@@ -58,6 +58,9 @@ def test_repair_preview_apply_and_result(admin_client, home):
         db.execute("DELETE FROM sessions WHERE id = ?", (IDS["long"],))
     page = text(admin_client.get(f"/p/default/s/{IDS['long']}/"))
     assert "orphan_messages" in page and "Preview: Recreate the missing session row" in page
+    # Every row is an orphan: said once in the findings box, not under each message.
+    box = page[page.index('id="findings"'):page.index("</section>", page.index('id="findings"'))]
+    assert "<code>orphan_messages</code>" in box and 'data-check="orphan_messages"' not in page
     preview = text(admin_client.get(f"/p/default/s/{IDS['long']}/repair/?check=orphan_messages"))
     assert "recreate_session_row" in preview and ">Add<" in preview
     token = re.search(r'name="plan" value="([^"]+)"', preview).group(1)
