@@ -119,10 +119,7 @@ def test_a_remote_recovery_preview_shows_its_texts_only_to_readers_of_transcript
     import json
     import sqlite3
 
-    from django.contrib.auth.models import Group, User
-    from django.test import Client
-
-    from tests.views.test_roles import ensure_roles
+    from tests.views.test_roles import role_client
 
     profile = hosts_up["roots"]["host-a"] / "profiles" / "ops"
     conn = sqlite3.connect(f"file:{profile / 'state.db'}?mode=ro", uri=True)
@@ -139,12 +136,7 @@ def test_a_remote_recovery_preview_shows_its_texts_only_to_readers_of_transcript
         page = admin.get(url, {"check": "history_lost"}).content.decode()
         assert "recover_messages" in page and 'id="inserted"' in page
         assert "remote: and then?" in page and "remote: &lt;b&gt;this&lt;/b&gt;" in page
-        ensure_roles()
-        auditor = User.objects.create_user("fleet-auditor", password="pw-auditor-long-enough")
-        auditor.groups.add(Group.objects.get(name="Auditor"))
-        other = Client()
-        other.force_login(auditor)
-        hidden = other.get(url, {"check": "history_lost"}).content.decode()
+        hidden = role_client("Auditor", "fleet-auditor").get(url, {"check": "history_lost"}).content.decode()
         assert "recover_messages" in hidden and "is shown to users who may read transcripts" in hidden
         assert "remote: and then?" not in hidden and "this</b>" not in hidden
     finally:

@@ -9,12 +9,13 @@ import re
 import sqlite3
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from sessions_app.models import AuditEvent
 from tests.actions.conftest import age_store, heal
 from tests.conftest import IDS, PROFILES
+from tests.views.test_roles import role_client
 
 pytestmark = pytest.mark.django_db
 DAY = 86_400
@@ -36,15 +37,6 @@ def events(hermes_home, settings, tmp_path):
     code, report = heal("--all-profiles", "--apply", "--json")
     assert report["summary"]["applied"] >= 2
     return AuditEvent.objects.all()
-
-
-def role_client(role):
-    importlib.import_module("sessions_app.migrations.0003_roles").create_roles(__import__("django.apps").apps.apps, None)
-    user = User.objects.create_user(role.lower(), password="x")
-    user.groups.add(Group.objects.get(name=role))
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def test_timeline_lists_every_event_and_filters(admin_client, events):

@@ -5,13 +5,11 @@ import json
 import re
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.test import Client
 
 from tests.checks.helpers import store_of
 from tests.conftest import IDS
 
-from .test_roles import ensure_roles
+from .test_roles import role_client
 
 pytestmark = pytest.mark.django_db
 SID = IDS["cli_main"]
@@ -63,12 +61,7 @@ def test_panel_lists_copies_and_compares_them(admin_client, snapshot):
 
 
 def test_auditor_sees_the_copies_but_no_message_text(snapshot):
-    ensure_roles()
-    user = User.objects.create_user("auditor", password="pw-auditor-long-enough")
-    user.groups.add(Group.objects.get(name="Auditor"))
-    client = Client()
-    client.force_login(user)
-    html = client.get(f"/p/default/s/{SID}/copies/", HTTP_HX_REQUEST="true").content.decode()
+    html = role_client("Auditor").get(f"/p/default/s/{SID}/copies/", HTTP_HX_REQUEST="true").content.decode()
     assert "missing from the store" in html and 'class="preview"' not in html
     assert "alert" not in html and "and then?" not in html
 
@@ -112,12 +105,7 @@ def test_recovery_preview_shows_the_text_it_will_insert(admin_client, snapshot, 
 
 
 def test_recovery_preview_keeps_the_text_from_those_who_may_not_read_transcripts(snapshot):
-    ensure_roles()
-    user = User.objects.create_user("auditor", password="pw-auditor-long-enough")
-    user.groups.add(Group.objects.get(name="Auditor"))
-    client = Client()
-    client.force_login(user)
-    html = _preview(client)
+    html = _preview(role_client("Auditor"))
     assert "Recover 2 message(s)" in html
     assert "The text of the 2 messages it writes is shown to users who may read transcripts." in html
     assert "and then?" not in html and "alert" not in html and 'class="preview"' not in html

@@ -29,6 +29,16 @@ def ensure_roles():
     importlib.import_module("sessions_app.migrations.0004_change_flags").grant(apps, None)
 
 
+def role_client(role: str, username: str | None = None) -> Client:
+    """A test client logged in as a new user of ``role`` (``Auditor``, ``Operator``, ``Admin``)."""
+    ensure_roles()
+    user = User.objects.create_user(username or role.lower(), password=f"pw-{role.lower()}-long-enough")
+    user.groups.add(Group.objects.get(name=role))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 @pytest.fixture
 def clients(hermes_home, settings, tmp_path):
     ensure_roles()
