@@ -67,14 +67,6 @@ class HealthPage:
     damage: dict | None = None  # checks.damage.known_damage: no heal or migration offered then
 
 
-def store_damage(store) -> dict | None:
-    """The store's known damage (``checks.damage.pass_damage``: ``{"check", "title",
-    "detail", "next_step"}``) from its latest check pass, while its files are as
-    that pass found them; None otherwise. Pages that write offer nothing then."""
-    health = latest([store.key])[store.key]
-    return None if staleness(store, health) else pass_damage(health)
-
-
 def health_page(store, *, user) -> HealthPage:
     """Findings of the latest pass over ``store``, and whether the store changed
     since (``health.stale``: ``os.stat`` of its files; no store is opened)."""

@@ -21,7 +21,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ..presenters import NotFound
-from ..presenters.health import store_damage
+from ..checks.damage import store_damage
 from ..presenters.migration import MIGRATION_CHECKS, collision_page, jsonl_page, may_apply, migration_rows
 from .common import plan_token, plans_of, refuse_token, require_perm, store_view, token_refusal
 from .health import _start

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from .. import jobs, runs, trash
 from ..bidi import isolate
-from ..presenters.health import store_damage
+from ..checks.damage import store_damage
 from ..secrets import mask, masking_for
 from ..stores import autoprune, registry
 from ..stores.listing import distinct_sources
