@@ -30,6 +30,7 @@ import os
 from ..checks.registry import BY_CODE as CHECKS
 from ..stores import recovery, registry
 from ..stores.recovery.compare import rows_digest, store_messages
+from ..stores.recovery.panel import copy_name
 from .base import Action, Change, Changed, one
 from .session_rows import message_facts
 from .transcript_order import SCHEMA_NEXT_STEP, blocked_on_schema, order_ops, recount, write_in_order
@@ -92,7 +93,7 @@ class RecoverMessages(Action):
         for ins in rp.insertions:
             changes.append(Change("insert", "messages", {"after_id": ins.after_id, "order": ins.order}, after={
                 "role": ins.message.role, "timestamp": ins.timestamp, "timestamp_estimated": ins.timestamp_estimated,
-                "from": os.path.basename(ins.source.path), "kind": ins.source.kind}))
+                "from": copy_name(ins.source.path, ins.source.kind), "kind": ins.source.kind}))
         for row_id in superseded:
             changes.append(Change("insert", "messages", {"copy_of": row_id}, after="after the recovered messages"))
             changes.append(Change("update", "messages", {"id": row_id}, "active", 1, 0))
@@ -104,17 +105,17 @@ class RecoverMessages(Action):
             notes.append(f"{estimated} recovered message(s) carry no time of their own in the copy: their time is "
                          "estimated from the neighbouring rows")
         for c in rp.conflicts:
-            sides = "; ".join(f"{os.path.basename(p.source.path)} ({p.source.kind}): "
+            sides = "; ".join(f"{copy_name(p.source.path, p.source.kind)} ({p.source.kind}): "
                               + ", ".join(s["role"] for s in p.summaries) for p in c.proposals)
             where = f"row {c.after_id}" if c.after_id is not None else "the start of the session"
             notes.append(f"copies disagree about what follows {where}: {sides}; nothing is written there")
         for d in rp.differences:
-            notes.append(f"{os.path.basename(d['source'].path)} differs from store row(s) "
+            notes.append(f"{copy_name(d['source'].path, d['source'].kind)} differs from store row(s) "
                          f"{', '.join(map(str, d['row_ids'][:5]))}: reported, never inserted")
         notes += [f"could not read a copy again: {e}" for e in rp.errors]
         sources = [s.as_dict() for s in rp.sources]
         summary = (f"Recover {len(rp.insertions)} message(s) from "
-                   + ", ".join(f"{os.path.basename(s['path'])} ({s['kind']})" for s in sources)
+                   + ", ".join(f"{copy_name(s['path'], s['kind'])} ({s['kind']})" for s in sources)
                    + (f", writing {len(superseded)} later row(s) again after them" if superseded else "")
                    + (f"; {len(rp.conflicts)} disputed position(s) left alone" if rp.conflicts else "")
                    + "; recount.") if rp.insertions else "Nothing on disk holds a message the store lacks."

@@ -251,7 +251,7 @@ class HistoryLost(Check):
                      f"{plural(facts['assistant_rows'], 'assistant reply', 'assistant replies')} stored")
             if facts.get("first_role") not in (None, "user"):
                 # Any value a hand-made row holds ('', a number): quoted, never indexed.
-                shown += f"; the first message's role is {str(facts['first_role'])!r}, not 'user'"
+                shown += f"; the first message's role is {str(facts['first_role'])[:40]!r}, not 'user'"
             parts.insert(0, shown)
             parts.append("nothing on disk can restore it (no snapshot, request dump, transcript, backup or trash "
                          "entry holds the missing messages)")

@@ -19,7 +19,7 @@ from ..actions.deletion.plan import DELETE_ACTION, RESTORE_ACTION
 from ..actions.prune import PRUNE_ACTION
 from ..models import AuditEvent
 from ..checks.registry import BY_CODE as CHECKS
-from ..health import latest
+from ..health import latest, staleness
 from ..secrets import mask_remembered, masker_for
 
 MOVE_ACTION = "move_to_owner_store"
@@ -39,7 +39,10 @@ class DeletedSession:
     seconds of the deletion, ``by``: who. ``title``: as the trash kept it, masked.
     ``events``: the audit events naming the session, newest first. ``findings``:
     ``(finding dict, Check | None, next step)`` of the id in the latest stored pass
-    (details masked), so the page agrees with the health page that linked it."""
+    (details masked), so the page agrees with the health page that linked it;
+    ``findings_run`` that pass, ``findings_stale`` the store's change since
+    (``health.staleness``: its repairs are then not offered, the pass predates
+    whatever removed the session)."""
 
     profile: str
     session_id: str
@@ -53,6 +56,8 @@ class DeletedSession:
     event: AuditEvent | None = None
     events: list = field(default_factory=list)
     findings: list = field(default_factory=list)
+    findings_run: object = None
+    findings_stale: object = None
 
 
 def _events(profile: str, session_id: str) -> list[AuditEvent]:
@@ -74,10 +79,12 @@ def _newest_entry(profile: str, session_id: str) -> trash.TrashEntry | None:
     return None
 
 
-def deleted_session(profile: str, session_id: str, *, user) -> DeletedSession:
-    """What the trash and the audit trail say of ``session_id`` in ``profile``
-    (see :class:`DeletedSession`). Reads ``<data>/trash`` manifests and the
-    dashboard's database only."""
+def deleted_session(store, session_id: str, *, user) -> DeletedSession:
+    """What the trash, the audit trail and the latest stored pass say of
+    ``session_id`` in ``store``'s profile (see :class:`DeletedSession`). Reads
+    ``<data>/trash`` manifests and the dashboard's database, and ``os.stat``s the
+    store's files; no store is opened."""
+    profile = store.key
     shown = DeletedSession(profile, session_id)
     shown.events = _events(profile, session_id)
     entry = _newest_entry(profile, session_id)
@@ -103,7 +110,10 @@ def deleted_session(profile: str, session_id: str, *, user) -> DeletedSession:
     masker = masker_for(user)
     if shown.title:
         shown.title = masker(shown.title) if masker else shown.title
-    for f in latest([profile])[profile].findings_of(session_id):
+    health = latest([profile])[profile]
+    shown.findings_run = health.run
+    shown.findings_stale = staleness(store, health) if health.run else None
+    for f in health.findings_of(session_id):
         check = CHECKS.get(f["check"])
         detail = mask_remembered(f["detail"]) if masker else f["detail"]
         step = check.next_step_for(f.get("next_step_case", "")) if check and not f.get("heal") else ""

@@ -216,9 +216,11 @@ def bulk_apply(request):
 def deleted_session_page(request, store, session_id):
     """The page of a session ``store`` no longer holds (HTTP 404): when it was
     deleted, pruned or moved and by whom, with its trash entry, or that the entry
-    was purged (``presenters.deleted``: the trash and the audit trail, no store read).
+    was purged; what the latest pass found of the id, and (loaded by the page) its
+    copies on disk (``presenters.deleted``: the trash, the audit trail and the stored
+    pass; no store is opened).
     Called by the session page's view, which has checked the permission."""
-    shown = deleted_session(store.key, session_id, user=request.user)
+    shown = deleted_session(store, session_id, user=request.user)
     return render(request, "sessions/deleted.html", {"store": store, "session_id": session_id, "gone": shown,
                                                      "retention_days": trash.retention_days()}, status=404)
 

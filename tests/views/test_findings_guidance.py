@@ -268,3 +268,24 @@ def test_one_repairable_finding_is_repaired_from_its_row_not_a_repair_all(admin_
     group = group[:group.index("</section>")]
     assert "Repair all findings of this kind" not in group
     assert f'href="/p/default/s/{IDS["long"]}/repair/?check=duplicate_live_rows">Preview: Hide the duplicate messages' in group
+
+
+def test_a_session_removed_after_the_pass_offers_no_repair_from_its_page(admin_client, home):
+    """The pass found a drift; then the session's rows went (by hand, after the pass):
+    its page says what that pass found and when, that the store changed since, and
+    links no repair of a session that is not there."""
+    s = registry.get("default")
+    sid = IDS["branch_parent"]
+    with damage(s) as db:
+        db.execute("UPDATE sessions SET message_count = message_count + 3 WHERE id = ?", (sid,))
+    run = check_pass(admin_client)
+    with damage(s) as db:
+        db.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
+        db.execute("UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id = ?", (sid,))
+        db.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+    os.utime(s.path, (time.time() + 5, time.time() + 5))  # the change the pass did not see, whatever the clock
+    gone = admin_client.get(f"/p/default/s/{sid}/")
+    assert gone.status_code == 404
+    page = without_bidi_markup(gone.content.decode())
+    assert "counter_drift" in page and f'href="/runs/{run.pk}/">#{run.pk}</a>' in page
+    assert "so no repair is offered from here" in page and "/repair/?check=" not in page

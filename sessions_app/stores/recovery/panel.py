@@ -158,13 +158,13 @@ def copies_panel(store, session_id: str, *, others=(), previews: bool = False, m
     panel.store_rows = len(analysis.rows)
     panel.copies = [_row(c, previews, masked) for c in plan.comparisons]
     panel.conflicts = [{"after_id": c.after_id,
-                        "proposals": [{"name": p.source.path.rsplit("/", 1)[-1], "kind": p.source.kind,
+                        "proposals": [{"name": copy_name(p.source.path, p.source.kind), "kind": p.source.kind,
                                        "roles": [s["role"] for s in p.summaries]} for p in c.proposals]}
                        for c in plan.conflicts]
     panel.recoverable = len(plan.insertions)
     panel.repair_check = plan.repaired_by(panel.session_exists)
-    panel.failed = [{"name": f["path"].rsplit("/", 1)[-1], "kind": f["kind"],
+    panel.failed = [{"name": copy_name(f["path"], f["kind"]), "kind": f["kind"],
                      "error": mask(f["error"]) if masked else f["error"]} for f in analysis.copyset.failed]
-    panel.unread = [{"name": u.path.rsplit("/", 1)[-1], "kind": u.kind, "mtime": u.mtime, "size": u.size,
+    panel.unread = [{"name": copy_name(u.path, u.kind), "kind": u.kind, "mtime": u.mtime, "size": u.size,
                      "reason": u.reason} for u in analysis.copyset.unread]
     return panel
