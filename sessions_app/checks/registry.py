@@ -87,6 +87,15 @@ def choices() -> list[tuple[str, str]]:
     return sorted(((c.code, f"{c.title} ({c.code})") for c in CATALOG), key=lambda pair: pair[1].lower())
 
 
+def next_step_of(finding) -> str:
+    """What to do about ``finding`` (a ``Finding`` or a stored report's finding dict)
+    when it carries no repair: its check's ``next_step_for`` its ``next_step_case``;
+    "" when it has a repair or its check is not in the catalog (an older run's)."""
+    data = finding if isinstance(finding, dict) else vars(finding)
+    check = BY_CODE.get(data.get("check"))
+    return check.next_step_for(data.get("next_step_case") or "") if check and not data.get("heal") else ""
+
+
 def catalog() -> list[dict]:
     """Catalog entries (code, severity, title, explanation, next_step, heal, scope) for the UI."""
     return [check.describe() for check in CATALOG]

@@ -19,6 +19,7 @@ from ..actions.deletion.plan import DELETE_ACTION, RESTORE_ACTION
 from ..actions.prune import PRUNE_ACTION
 from ..models import AuditEvent
 from ..checks.registry import BY_CODE as CHECKS
+from ..checks.registry import next_step_of
 from ..health import latest, staleness
 from ..secrets import mask_remembered, masker_for
 
@@ -114,8 +115,6 @@ def deleted_session(store, session_id: str, *, user) -> DeletedSession:
     shown.findings_run = health.run
     shown.findings_stale = staleness(store, health) if health.run else None
     for f in health.findings_of(session_id):
-        check = CHECKS.get(f["check"])
         detail = mask_remembered(f["detail"]) if masker else f["detail"]
-        step = check.next_step_for(f.get("next_step_case", "")) if check and not f.get("heal") else ""
-        shown.findings.append(({**f, "detail": detail}, check, step))
+        shown.findings.append(({**f, "detail": detail}, CHECKS.get(f["check"]), next_step_of(f)))
     return shown

@@ -13,6 +13,7 @@ from django.urls import reverse
 from ..actions.registry import ACTIONS, plan_for, prerequisites, rank, repair_first
 from ..checks import run_store_checks
 from ..checks.registry import BY_CODE as CHECKS
+from ..checks.registry import next_step_of
 from ..health import latest, staleness
 from ..secrets import Masker, mask_remembered, masker_for
 from ..stores import liveness
@@ -91,11 +92,10 @@ def health_page(store, *, user) -> HealthPage:
         next_step = ""
         if not finding.get("heal"):
             group["unrepaired"] += 1
-            check = group["check"]
             # A case with its own next step says it in its row; the group's
             # sentence then covers only the others (none left: not shown).
-            if check and finding.get("next_step_case"):
-                next_step = check.next_step_for(finding["next_step_case"])
+            if group["check"] and finding.get("next_step_case"):
+                next_step = next_step_of(finding)
                 group["own_next_step"] += 1
         elif finding["heal"] in ACTIONS:
             group["repairable"] += 1

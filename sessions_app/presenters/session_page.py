@@ -31,6 +31,7 @@ from ..actions.transcripts import jsonl_path
 from ..checks import Finding, run_store_checks
 from ..checks.ownership import collision_profiles
 from ..checks.registry import BY_CODE as CHECKS
+from ..checks.registry import next_step_of
 from ..health import SEVERITY_ORDER as SEVERITY_RANK
 from ..health import ProfileHealth, latest, staleness
 from ..secrets import masker_for
@@ -187,7 +188,7 @@ def session_page(store, session_id: str, *, user, size: int = 100, after: int | 
         usage=facts((k, session.get(k)) for k in USAGE_COLUMNS if session and k in session),
         usage_rows=usage, model_config=shown.get("model_config"), system_prompt=prompt,
         parent=parent, children=children, chain=chain if len(chain) > 1 else [],
-        findings=[(f, CHECKS.get(f.check), repair_first(f.heal, findings), _next_step(f))
+        findings=[(f, CHECKS.get(f.check), repair_first(f.heal, findings), next_step_of(f))
                   for f in in_repair_order(findings)],
         markers=message_markers(findings),
         findings_stored=stored, findings_run=health.run if stored else None, liveness=box,
@@ -321,12 +322,6 @@ def message_markers(findings) -> dict[int, list]:
         for msg_id in ids:
             marks.setdefault(msg_id, []).append(finding)
     return marks
-
-
-def _next_step(finding: Finding) -> str:
-    """The check's next step for ``finding`` when it carries no repair (``Check.next_step_for``)."""
-    check = CHECKS.get(finding.check)
-    return check.next_step_for(finding.next_step_case) if check and not finding.heal else ""
 
 
 def _flag_refusal(box: "LivenessBox") -> str:
